@@ -1,0 +1,15 @@
+// The CPU backend tag: tensors in host memory, evaluated with xsimd on the calling thread and the
+// thread pool.
+#pragma once
+
+#include "../policy.hpp"
+
+namespace meld {
+
+template <class Policy = sync>
+struct cpu {
+  using policy = Policy;
+  static constexpr const char* name = "cpu";
+};
+
+}  // namespace meld

@@ -1,0 +1,11 @@
+// xsimd, included once for all of meld's CPU evaluator.
+#pragma once
+
+// GCC 12 reports its own AVX-512 intrinsics (the _mm512_undefined_* that xsimd's math uses) as
+// uninitialized in any function they are inlined into (GCC PR 105593, fixed in GCC 13). The
+// warning state that counts is the one where xsimd's functions are defined, so it is silenced
+// around this include (and around meld's evaluator headers, where they are inlined), leaving users
+// who build with -Werror unaffected.
+#include "gcc12_warnings.hpp"  // push
+#include <xsimd/xsimd.hpp>
+#include "gcc12_warnings.hpp"  // pop

@@ -1,0 +1,34 @@
+// Build-wide constants and portability macros. Everything else in meld includes this first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+// MELD_HD marks functions that run on the host and, when compiled by nvcc, on the device too.
+// Expression functors use it so that one definition serves the CPU and the CUDA evaluators.
+#if defined(__CUDACC__)
+#define MELD_HD __host__ __device__
+#else
+#define MELD_HD
+#endif
+
+#if defined(_MSC_VER)
+#define MELD_INLINE __forceinline
+#else
+#define MELD_INLINE inline __attribute__((always_inline))
+#endif
+
+namespace meld {
+
+// Signed, so that strides can be negative (reversed slices) and index arithmetic never wraps.
+using index_t = std::int64_t;
+
+// Tensors have rank 0..max_rank. Shapes and strides live in fixed-size arrays of this capacity,
+// which keeps them allocation-free and trivially copyable to a GPU.
+inline constexpr int max_rank = 8;
+
+// Owning storage is aligned to a cache line; also the unit that parallel chunks are aligned to,
+// so that two threads never write into one line.
+inline constexpr std::size_t cache_line = 64;
+
+}  // namespace meld

@@ -1,0 +1,134 @@
+// Shapes and strides: a fixed-capacity list of up to max_rank indices.
+#pragma once
+
+#include <algorithm>
+#include <initializer_list>
+#include <limits>
+#include <ostream>
+#include <string>
+
+#include "config.hpp"
+#include "error.hpp"
+
+namespace meld {
+
+// A list of at most max_rank signed indices: the shape or the strides of a tensor.
+// Trivially copyable and allocation-free, so that expressions can carry it to a GPU kernel.
+class dims {
+ public:
+  constexpr dims() = default;
+
+  dims(std::initializer_list<index_t> values) { assign(values.begin(), values.end()); }
+
+  // From any range of integers (std::vector<int>, std::array<std::size_t, N>, ...).
+  template <class Range>
+    requires requires(const Range& r) { std::begin(r); std::end(r); }
+  explicit dims(const Range& values) {
+    assign(std::begin(values), std::end(values));
+  }
+
+  // n copies of value.
+  static dims filled(int n, index_t value) {
+    dims d;
+    d.resize(n, value);
+    return d;
+  }
+
+  MELD_HD constexpr int size() const { return rank_; }
+  MELD_HD constexpr bool empty() const { return rank_ == 0; }
+  MELD_HD constexpr index_t& operator[](int i) { return v_[i]; }
+  MELD_HD constexpr const index_t& operator[](int i) const { return v_[i]; }
+  MELD_HD constexpr index_t* data() { return v_; }
+  MELD_HD constexpr const index_t* data() const { return v_; }
+  MELD_HD constexpr index_t* begin() { return v_; }
+  MELD_HD constexpr index_t* end() { return v_ + rank_; }
+  MELD_HD constexpr const index_t* begin() const { return v_; }
+  MELD_HD constexpr const index_t* end() const { return v_ + rank_; }
+  index_t back() const { return v_[rank_ - 1]; }
+
+  void push_back(index_t value) {
+    check_rank(rank_ + 1, "dims::push_back");
+    v_[rank_++] = value;
+  }
+  void insert(int pos, index_t value) {
+    check_rank(rank_ + 1, "dims::insert");
+    for (int i = rank_; i > pos; --i) v_[i] = v_[i - 1];
+    v_[pos] = value;
+    ++rank_;
+  }
+  void erase(int pos) {
+    for (int i = pos; i + 1 < rank_; ++i) v_[i] = v_[i + 1];
+    --rank_;
+  }
+  void resize(int n, index_t value = 0) {
+    check_rank(n, "dims::resize");
+    for (int i = rank_; i < n; ++i) v_[i] = value;
+    rank_ = n;
+  }
+
+  friend bool operator==(const dims& a, const dims& b) {
+    return a.rank_ == b.rank_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+
+  // Product of the entries (the element count of a shape); 1 for rank 0.
+  MELD_HD constexpr index_t product() const {
+    index_t p = 1;
+    for (int i = 0; i < rank_; ++i) p *= v_[i];
+    return p;
+  }
+
+  std::string str() const {
+    std::string s = "{";
+    for (int i = 0; i < rank_; ++i) s += (i ? ", " : "") + std::to_string(v_[i]);
+    return s + "}";
+  }
+  friend std::ostream& operator<<(std::ostream& os, const dims& d) { return os << d.str(); }
+
+ private:
+  static void check_rank(long n, const char* what) {
+    if (n < 0 || n > max_rank)
+      throw shape_error(detail::cat(what, ": rank ", n, " exceeds meld::max_rank (", max_rank, ")"));
+  }
+  template <class It>
+  void assign(It first, It last) {
+    check_rank(static_cast<long>(std::distance(first, last)), "shape");
+    rank_ = 0;
+    for (; first != last; ++first) v_[rank_++] = static_cast<index_t>(*first);
+  }
+
+  index_t v_[max_rank] = {};
+  int rank_ = 0;
+};
+
+using shape_t = dims;
+using strides_t = dims;
+
+// Checks that a shape has no negative extent and that its element count fits in index_t.
+// Returns the element count.
+inline index_t checked_size(const shape_t& shape, const char* what) {
+  index_t n = 1;
+  for (index_t d : shape) {
+    if (d < 0) throw shape_error(detail::cat(what, ": negative extent in shape ", shape));
+    if (d != 0 && n > std::numeric_limits<index_t>::max() / d)
+      throw shape_error(detail::cat(what, ": the element count of shape ", shape, " overflows"));
+    n *= d;
+  }
+  return n;
+}
+
+// Row-major (C order) strides of a shape, in elements.
+inline strides_t row_major_strides(const shape_t& shape) {
+  strides_t s = dims::filled(shape.size(), 1);
+  for (int i = shape.size() - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<index_t>(shape[i + 1], 1);
+  return s;
+}
+
+// Maps a possibly negative axis (Python style: -1 is the last) into [0, rank).
+inline int normalize_axis(long axis, int rank, const char* what) {
+  if (axis < -rank || axis >= rank)
+    throw shape_error(
+        detail::cat(what, ": axis ", axis, " is out of range for a tensor of rank ", rank));
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+}  // namespace meld

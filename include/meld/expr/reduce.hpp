@@ -1,0 +1,226 @@
+// Reductions: over all elements (returning a scalar) or along one axis (returning an expression
+// that is evaluated when it is assigned or used). A reduction of an expression is fused: sum(x * z)
+// never materializes x * z.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "../core/config.hpp"
+#include "expression.hpp"
+#include "functors.hpp"
+
+namespace meld {
+namespace reducers {
+
+// A reducer folds values with a commutative, associative combine (up to rounding) from an
+// identity. `result<T>` is the type it produces for elements of type T.
+struct sum {
+  template <class T>
+  using result = std::conditional_t<std::is_same_v<T, bool>, std::int64_t, T>;
+  template <class T>
+  static MELD_HD constexpr T identity() {
+    return T(0);
+  }
+  template <class V>
+  MELD_HD MELD_INLINE V operator()(const V& a, const V& b) const {
+    return a + b;
+  }
+  static constexpr bool needs_elements = false;
+  static constexpr const char* name = "sum";
+};
+
+struct prod {
+  template <class T>
+  using result = std::conditional_t<std::is_same_v<T, bool>, std::int64_t, T>;
+  template <class T>
+  static MELD_HD constexpr T identity() {
+    return T(1);
+  }
+  template <class V>
+  MELD_HD MELD_INLINE V operator()(const V& a, const V& b) const {
+    return a * b;
+  }
+  static constexpr bool needs_elements = false;
+  static constexpr const char* name = "prod";
+};
+
+// max and min propagate NaN, as numpy's do; they have no value for an empty input.
+struct max {
+  template <class T>
+  using result = T;
+  template <class T>
+  static MELD_HD constexpr T identity() {
+    if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+    else return std::numeric_limits<T>::lowest();
+  }
+  template <class V>
+  MELD_HD MELD_INLINE V operator()(const V& a, const V& b) const {
+    return ops::maximum{}(a, b);
+  }
+  static constexpr bool needs_elements = true;
+  static constexpr const char* name = "max";
+};
+
+struct min {
+  template <class T>
+  using result = T;
+  template <class T>
+  static MELD_HD constexpr T identity() {
+    if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
+    else return std::numeric_limits<T>::max();
+  }
+  template <class V>
+  MELD_HD MELD_INLINE V operator()(const V& a, const V& b) const {
+    return ops::minimum{}(a, b);
+  }
+  static constexpr bool needs_elements = true;
+  static constexpr const char* name = "min";
+};
+
+// mean along an axis: a sum divided by the count (integers give double, as in numpy).
+struct mean {
+  template <class T>
+  using result = std::conditional_t<std::is_floating_point_v<T>, T, double>;
+  static constexpr bool needs_elements = false;
+  static constexpr const char* name = "mean";
+};
+
+// Index of the first maximum / minimum along an axis (NaN counts as the extreme, as in numpy).
+struct argmax {
+  template <class T>
+  using result = std::int64_t;
+  static constexpr bool needs_elements = true;
+  static constexpr const char* name = "argmax";
+  template <class T>
+  static MELD_HD bool better(T candidate, T best) {
+    return candidate > best || (candidate != candidate && best == best);
+  }
+};
+
+struct argmin {
+  template <class T>
+  using result = std::int64_t;
+  static constexpr bool needs_elements = true;
+  static constexpr const char* name = "argmin";
+  template <class T>
+  static MELD_HD bool better(T candidate, T best) {
+    return candidate < best || (candidate != candidate && best == best);
+  }
+};
+
+}  // namespace reducers
+
+// A reduction along one axis of an operand. As a node in a larger expression it is evaluated once
+// into a temporary before the enclosing expression (never once per element that reads it).
+template <class R, class A>
+class reduce_expr : public expression_tag {
+ public:
+  using value_type = typename R::template result<value_t<A>>;
+  using backend_type = backend_t<A>;
+  using reducer_type = R;
+  static constexpr bool is_reduction = true;
+
+  reduce_expr(A a, long axis, bool keepdims) : a_(std::move(a)), keepdims_(keepdims) {
+    const shape_t& in = a_.shape();
+    axis_ = normalize_axis(axis, in.size(), R::name);
+    if (R::needs_elements && in[axis_] == 0)
+      throw shape_error(detail::cat(R::name, ": axis ", axis, " of shape ", in,
+                                    " is empty, and an empty ", R::name, " has no value"));
+    shape_ = in;
+    if (keepdims_) shape_[axis_] = 1;
+    else shape_.erase(axis_);
+  }
+
+  const shape_t& shape() const { return shape_; }
+  const A& operand() const { return a_; }
+  int axis() const { return axis_; }
+  bool keepdims() const { return keepdims_; }
+
+ private:
+  A a_;
+  int axis_ = 0;
+  bool keepdims_ = false;
+  shape_t shape_;
+};
+
+namespace detail {
+template <class R, class E>
+auto make_reduce(E&& e, long axis, bool keepdims) {
+  auto c = make_closure(std::forward<E>(e));
+  return reduce_expr<R, decltype(c)>(std::move(c), axis, keepdims);
+}
+
+template <class R, class E>
+auto reduce_all(E&& e) {
+  auto c = make_closure(std::forward<E>(e));
+  return executor<backend_t<decltype(c)>>::template reduce<R>(c);
+}
+}  // namespace detail
+
+// ---- over all elements: return a scalar of the element type -------------------------------------
+// (for the asynchronous policies, a meld::future of it that converts to the scalar on use)
+
+// Sum of every element; float sums are pairwise (see README: relative error about
+// (log2(n / 1024) + 40) * eps * sum(|x|), independent of the thread count).
+template <expression E>
+auto sum(E&& e) {
+  return detail::reduce_all<reducers::sum>(std::forward<E>(e));
+}
+template <expression E>
+auto prod(E&& e) {
+  return detail::reduce_all<reducers::prod>(std::forward<E>(e));
+}
+// max / min of an empty expression throw shape_error.
+template <expression E>
+auto max(E&& e) {
+  return detail::reduce_all<reducers::max>(std::forward<E>(e));
+}
+template <expression E>
+auto min(E&& e) {
+  return detail::reduce_all<reducers::min>(std::forward<E>(e));
+}
+// Arithmetic mean; an integer expression gives double. NaN for an empty expression.
+template <expression E>
+auto mean(E&& e) {
+  return detail::reduce_all<reducers::mean>(std::forward<E>(e));
+}
+// Flat (row-major) index of the first maximum / minimum.
+template <expression E>
+auto argmax(E&& e) {
+  return detail::reduce_all<reducers::argmax>(std::forward<E>(e));
+}
+template <expression E>
+auto argmin(E&& e) {
+  return detail::reduce_all<reducers::argmin>(std::forward<E>(e));
+}
+
+// sum(a * b): the inner product of two expressions of one shape (broadcasting allowed).
+template <class A, class B>
+  requires expression<A> && expression<B>
+auto dot(A&& a, B&& b) {
+  return sum(std::forward<A>(a) * std::forward<B>(b));
+}
+
+// ---- along an axis: return an expression ---------------------------------------------------------
+// axis may be negative (-1 is the last); keepdims keeps the reduced axis with extent 1, so that the
+// result broadcasts against the operand (x - max(x, -1, true)).
+
+#define MELD_AXIS_REDUCTION(NAME)                                         \
+  template <expression E>                                                 \
+  auto NAME(E&& e, long axis, bool keepdims = false) {                    \
+    return detail::make_reduce<reducers::NAME>(std::forward<E>(e), axis, keepdims); \
+  }
+MELD_AXIS_REDUCTION(sum)
+MELD_AXIS_REDUCTION(prod)
+MELD_AXIS_REDUCTION(max)
+MELD_AXIS_REDUCTION(min)
+MELD_AXIS_REDUCTION(mean)
+MELD_AXIS_REDUCTION(argmax)
+MELD_AXIS_REDUCTION(argmin)
+#undef MELD_AXIS_REDUCTION
+
+}  // namespace meld

@@ -1,0 +1,24 @@
+// meld: header-only C++20 tensors with fused expression templates, and parallelism.
+// Including this header gives everything that is enabled in this build.
+#pragma once
+
+#include "core/broadcast.hpp"
+#include "core/config.hpp"
+#include "core/element_type.hpp"
+#include "core/error.hpp"
+#include "core/shape.hpp"
+
+#include "expr/expression.hpp"
+#include "expr/functors.hpp"
+#include "expr/nodes.hpp"
+#include "expr/operators.hpp"
+#include "expr/reduce.hpp"
+
+#include "tensor/factories.hpp"
+#include "tensor/random.hpp"
+#include "tensor/tensor.hpp"
+#include "tensor/tensor_view.hpp"
+
+#include "backend/cpu/cpu.hpp"
+#include "backend/cpu/executor.hpp"
+#include "backend/cpu/thread_pool.hpp"

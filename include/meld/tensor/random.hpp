@@ -1,0 +1,137 @@
+// Seeded random tensors that give the same numbers on every machine, compiler and thread count.
+//
+// Element i of a draw is a pure function of (seed, counter + i) through the Philox4x32-10
+// counter-based generator (Salmon et al., SC'11), converted to floating point with integer
+// arithmetic (uniform) and Box-Muller (normal). Nothing depends on std:: distributions, whose
+// output differs between standard libraries.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "tensor.hpp"
+
+namespace meld {
+
+namespace detail {
+
+struct philox_words {
+  std::uint32_t w[4];
+};
+
+// Philox4x32-10 of a 128-bit counter and a 64-bit key (checked against Random123's known-answer
+// vectors in tests/core/test_random.cpp).
+inline philox_words philox4x32(philox_words counter, std::uint32_t k0, std::uint32_t k1) {
+  std::uint32_t c0 = counter.w[0], c1 = counter.w[1], c2 = counter.w[2], c3 = counter.w[3];
+  for (int round = 0; round < 10; ++round) {
+    const std::uint64_t p0 = std::uint64_t(0xD2511F53u) * c0;
+    const std::uint64_t p1 = std::uint64_t(0xCD9E8D57u) * c2;
+    const std::uint32_t n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    const std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    c1 = static_cast<std::uint32_t>(p1);
+    c3 = static_cast<std::uint32_t>(p0);
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return {{c0, c1, c2, c3}};
+}
+
+inline philox_words philox4x32(std::uint64_t counter, std::uint64_t key) {
+  return philox4x32({{static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32), 0, 0}},
+                    static_cast<std::uint32_t>(key), static_cast<std::uint32_t>(key >> 32));
+}
+
+// A uniform value in [0, 1) from random bits: 24 bits for float, 53 for double.
+template <class T>
+T unit_uniform(std::uint32_t a, std::uint32_t b) {
+  if constexpr (std::is_same_v<T, float>) {
+    return static_cast<float>(a >> 8) * 0x1.0p-24f;
+  } else {
+    const std::uint64_t bits = (std::uint64_t(a) << 21) ^ (b >> 11);
+    return static_cast<T>(static_cast<double>(bits & ((std::uint64_t(1) << 53) - 1)) * 0x1.0p-53);
+  }
+}
+
+}  // namespace detail
+
+// A stream of random tensors: each draw continues where the last one stopped.
+class rng {
+ public:
+  explicit rng(std::uint64_t seed) : seed_(seed) {}
+
+  std::uint64_t seed() const { return seed_; }
+  std::uint64_t counter() const { return counter_; }
+
+  // Uniform in [low, high).
+  template <class T, class Backend = cpu<>>
+  tensor<T, Backend> uniform(const shape_t& shape, T low = T(0), T high = T(1)) {
+    static_assert(std::is_floating_point_v<T>, "rng::uniform: T must be float or double");
+    tensor<T, Backend> t(shape, uninitialized);
+    T* p = t.data();
+    const index_t n = t.size();
+    for (index_t i = 0; i < n; ++i) {
+      const auto r = detail::philox4x32(counter_ + static_cast<std::uint64_t>(i), seed_);
+      p[i] = low + (high - low) * detail::unit_uniform<T>(r.w[0], r.w[1]);
+    }
+    counter_ += static_cast<std::uint64_t>(n);
+    return t;
+  }
+
+  // Normal with the given mean and standard deviation.
+  template <class T, class Backend = cpu<>>
+  tensor<T, Backend> normal(const shape_t& shape, T mean = T(0), T stddev = T(1)) {
+    static_assert(std::is_floating_point_v<T>, "rng::normal: T must be float or double");
+    tensor<T, Backend> t(shape, uninitialized);
+    T* p = t.data();
+    const index_t n = t.size();
+    for (index_t i = 0; i < n; ++i) {
+      const auto r = detail::philox4x32(counter_ + static_cast<std::uint64_t>(i), seed_);
+      // Box-Muller in double; u1 in (0, 1] so that log(u1) is finite.
+      const double u1 = 1.0 - detail::unit_uniform<double>(r.w[0], r.w[1]);
+      const double u2 = detail::unit_uniform<double>(r.w[2], r.w[3]);
+      const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+      p[i] = static_cast<T>(static_cast<double>(mean) + static_cast<double>(stddev) * z);
+    }
+    counter_ += static_cast<std::uint64_t>(n);
+    return t;
+  }
+
+  // Integers uniform in [low, high).
+  template <class T, class Backend = cpu<>>
+  tensor<T, Backend> integers(const shape_t& shape, T low, T high) {
+    static_assert(std::is_integral_v<T>, "rng::integers: T must be an integer type");
+    if (high <= low)
+      throw shape_error(detail::cat("rng::integers: empty range [", low, ", ", high, ")"));
+    tensor<T, Backend> t(shape, uninitialized);
+    T* p = t.data();
+    const index_t n = t.size();
+    const std::uint64_t span = static_cast<std::uint64_t>(high) - static_cast<std::uint64_t>(low);
+    for (index_t i = 0; i < n; ++i) {
+      const auto r = detail::philox4x32(counter_ + static_cast<std::uint64_t>(i), seed_);
+      const std::uint64_t bits = (std::uint64_t(r.w[0]) << 32) | r.w[1];
+      p[i] = static_cast<T>(static_cast<std::uint64_t>(low) + bits % span);
+    }
+    counter_ += static_cast<std::uint64_t>(n);
+    return t;
+  }
+
+ private:
+  std::uint64_t seed_;
+  std::uint64_t counter_ = 0;
+};
+
+// One-shot draws: the same seed always gives the same tensor.
+template <class T, class Backend = cpu<>>
+tensor<T, Backend> uniform(const shape_t& shape, T low, T high, std::uint64_t seed) {
+  return rng(seed).uniform<T, Backend>(shape, low, high);
+}
+
+template <class T, class Backend = cpu<>>
+tensor<T, Backend> normal(const shape_t& shape, T mean, T stddev, std::uint64_t seed) {
+  return rng(seed).normal<T, Backend>(shape, mean, stddev);
+}
+
+}  // namespace meld

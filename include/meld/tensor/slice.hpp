@@ -1,0 +1,73 @@
+// Slice specifications for tensor::slice: meld::all, meld::range{start, stop, step}, or an index.
+#pragma once
+
+#include <concepts>
+#include <optional>
+
+#include "../core/config.hpp"
+#include "../core/error.hpp"
+
+namespace meld {
+
+// Every element of an axis.
+struct all_t {};
+inline constexpr all_t all{};
+
+// Elements start, start + step, ... before stop, with Python's conventions: negative start / stop
+// count from the end, an absent start / stop means "from the first / through the last" in the
+// direction of step. Unlike Python, a start or stop outside the axis is an error, not clamped.
+struct range {
+  std::optional<index_t> start;
+  std::optional<index_t> stop;
+  index_t step = 1;
+
+  range() = default;
+  range(index_t start_, std::optional<index_t> stop_ = std::nullopt, index_t step_ = 1)
+      : start(start_), stop(stop_), step(step_) {}
+  range(std::optional<index_t> start_, std::optional<index_t> stop_, index_t step_)
+      : start(start_), stop(stop_), step(step_) {}
+
+  // All elements, every step-th; a negative step walks backwards from the last.
+  static range every(index_t step) { return range(std::nullopt, std::nullopt, step); }
+};
+
+namespace detail {
+
+// An axis after slicing: the first index, the count and the step.
+struct resolved_range {
+  index_t first = 0, count = 0, step = 1;
+};
+
+inline std::string describe(const range& r) {
+  auto s = [](const std::optional<index_t>& v) { return v ? std::to_string(*v) : std::string(":"); };
+  return cat("range(", s(r.start), ", ", s(r.stop), ", ", r.step, ")");
+}
+
+inline resolved_range resolve(const range& r, index_t n, int axis) {
+  if (r.step == 0) throw shape_error(cat("slice: ", describe(r), " on axis ", axis, " has step 0"));
+  auto fail = [&] {
+    throw shape_error(cat("slice: ", describe(r), " is out of range for axis ", axis,
+                          " of extent ", n));
+  };
+  auto norm = [&](index_t v) { return v < 0 ? v + n : v; };
+  resolved_range out;
+  out.step = r.step;
+  if (r.step > 0) {
+    const index_t s = r.start ? norm(*r.start) : 0;
+    const index_t e = r.stop ? norm(*r.stop) : n;
+    if (s < 0 || s > n || e < 0 || e > n) fail();
+    out.first = s;
+    out.count = e > s ? (e - s + r.step - 1) / r.step : 0;
+  } else {
+    const index_t s = r.start ? norm(*r.start) : n - 1;
+    const index_t e = r.stop ? norm(*r.stop) : -1;
+    if (n > 0 && (s < 0 || s >= n || e < -1 || e >= n || (r.stop && *r.stop < -n))) fail();
+    if (n == 0 && (r.start || r.stop)) fail();
+    out.first = n > 0 ? s : 0;
+    out.count = (n > 0 && s > e) ? (s - e + (-r.step) - 1) / (-r.step) : 0;
+  }
+  return out;
+}
+
+}  // namespace detail
+}  // namespace meld

@@ -1,0 +1,34 @@
+// The memory a tensor owns, shared by the views taken of it (and, for asynchronous backends, by the
+// queued work that still reads or writes it: the memory is freed after the last of them).
+#pragma once
+
+#include <cstddef>
+#include <limits>
+
+#include "../backend/backend.hpp"
+#include "../core/config.hpp"
+#include "../core/error.hpp"
+
+namespace meld {
+
+template <class T, class Backend>
+class storage {
+ public:
+  explicit storage(index_t n) : size_(n) {
+    if (static_cast<std::size_t>(n) > std::numeric_limits<std::size_t>::max() / sizeof(T))
+      throw allocation_error(detail::cat("meld: ", n, " elements do not fit in memory"));
+    data_ = static_cast<T*>(memory<Backend>::allocate(static_cast<std::size_t>(n) * sizeof(T)));
+  }
+  ~storage() { memory<Backend>::deallocate(data_, static_cast<std::size_t>(size_) * sizeof(T)); }
+  storage(const storage&) = delete;
+  storage& operator=(const storage&) = delete;
+
+  T* data() const { return data_; }
+  index_t size() const { return size_; }
+
+ private:
+  index_t size_ = 0;
+  T* data_ = nullptr;
+};
+
+}  // namespace meld

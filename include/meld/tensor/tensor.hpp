@@ -1,0 +1,203 @@
+// tensor<T, Backend>: an owning, contiguous, row-major array of rank 0..max_rank.
+//
+// Copies are explicit and deep: `tensor<float> b(a)` or `a.clone()` copy the elements, while
+// `auto b = a;` and passing by value do not compile, so an accidental O(n) copy cannot hide in
+// innocent-looking code. Assignment `b = a` (or `b = expr`) writes values into b, taking the shape
+// of the right-hand side. Views (tensor_view) are the cheap, shared handles.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+#include "../backend/cpu/cpu.hpp"
+#include "../core/element_type.hpp"
+#include "tensor_view.hpp"
+
+namespace meld {
+
+// Tag for constructors that leave the elements uninitialized.
+struct uninitialized_t {};
+inline constexpr uninitialized_t uninitialized{};
+
+template <class T, class Backend = cpu<>>
+class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
+  static_assert(element_type<T> && !std::is_const_v<T>,
+                "meld::tensor<T>: T must be float, double, std::int32_t or std::int64_t");
+  using base = detail::strided_tensor<tensor<T, Backend>, T, Backend>;
+  friend base;
+
+ public:
+  using typename base::storage_type;
+  static constexpr bool shallow_const = false;
+
+  // An empty tensor of shape {0}.
+  tensor() : tensor(shape_t{0}, uninitialized) {}
+
+  // A zero-filled tensor: tensor<float> t({2, 3}).
+  explicit tensor(const shape_t& shape) : tensor(shape, uninitialized) { fill(T(0)); }
+
+  // A tensor whose elements are not initialized (for outputs that are written next).
+  tensor(const shape_t& shape, uninitialized_t) { allocate(shape); }
+
+  // Evaluates an expression. Implicit for expressions (tensor<float> y = a * x + b), explicit
+  // from another tensor (a deep copy).
+  template <expression E>
+    requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)
+  explicit(detail::is_tensor<std::remove_cvref_t<E>>) tensor(E&& e) {
+    auto c = make_closure(std::forward<E>(e));
+    allocate(c.shape());
+    detail::assign_to_view(this->view(), c, "tensor construction");
+  }
+
+  explicit tensor(const tensor& other) : tensor(other.shape(), uninitialized) {
+    detail::assign_to_view(this->view(), other, "tensor copy");
+  }
+  tensor(tensor&& other) noexcept {
+    this->shape_.resize(1, 0);  // leaves `other` empty, of shape {0}
+    this->strides_.resize(1, 1);
+    swap(other);
+  }
+
+  // Takes the shape and values of the right-hand side (reusing this storage when the shape is the
+  // same). Safe when the right-hand side reads this tensor.
+  tensor& operator=(const tensor& other) {
+    if (this != &other) assign(other);
+    return *this;
+  }
+  tensor& operator=(tensor&& other) noexcept {
+    tensor(std::move(other)).swap(*this);
+    return *this;
+  }
+  template <expression E>
+    requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)
+  tensor& operator=(E&& e) {
+    assign(std::forward<E>(e));
+    return *this;
+  }
+  // A plain number fills every element (the shape stays).
+  template <scalar_type S>
+  tensor& operator=(S value) {
+    fill(static_cast<T>(value));
+    return *this;
+  }
+
+  // Compound assignment: the result must have this tensor's shape (the right-hand side
+  // broadcasts to it, never the reverse).
+#define MELD_TENSOR_COMPOUND(OP)                                        \
+  template <class E>                                                    \
+    requires(expression<E> || scalar_type<E>)                           \
+  tensor& operator OP##=(E&& e) {                                       \
+    auto v = this->view();                                              \
+    detail::assign_to_view(v, v OP std::forward<E>(e), "operator" #OP "="); \
+    return *this;                                                       \
+  }
+  MELD_TENSOR_COMPOUND(+)
+  MELD_TENSOR_COMPOUND(-)
+  MELD_TENSOR_COMPOUND(*)
+  MELD_TENSOR_COMPOUND(/)
+#undef MELD_TENSOR_COMPOUND
+
+  // A deep copy.
+  tensor clone() const { return tensor(*this); }
+
+  void fill(T value) { detail::assign_to_view(this->view(), scalar_expr<T>(value), "fill"); }
+
+  T* data() { return this->data_; }
+  const T* data() const { return this->data_; }
+  T* begin() { return data(); }
+  T* end() { return data() + this->size(); }
+  const T* begin() const { return data(); }
+  const T* end() const { return data() + this->size(); }
+
+  void swap(tensor& other) noexcept {
+    std::swap(this->storage_, other.storage_);
+    std::swap(this->data_, other.data_);
+    std::swap(this->shape_, other.shape_);
+    std::swap(this->strides_, other.strides_);
+  }
+
+  // Gives up the storage to a view (used when a temporary tensor becomes part of an expression).
+  tensor_view<const T, Backend> release() && {
+    tensor_view<const T, Backend> v(this->storage_, this->data_,
+                                    layout{this->shape_, this->strides_, 0});
+    tensor().swap(*this);
+    return v;
+  }
+
+ private:
+  void allocate(const shape_t& shape) {
+    const index_t n = checked_size(shape, "tensor");
+    try {
+      this->storage_ = n ? std::make_shared<storage_type>(n) : nullptr;
+    } catch (const allocation_error& e) {
+      throw allocation_error(detail::cat("tensor<", type_name<T>(), "> of shape ", shape, ": ",
+                                         e.what()));
+    }
+    this->data_ = n ? this->storage_->data() : nullptr;
+    this->shape_ = shape;
+    this->strides_ = row_major_strides(shape);
+  }
+
+  template <class E>
+  void assign(E&& e) {
+    auto c = make_closure(std::forward<E>(e));
+    if (c.shape() == this->shape()) {
+      detail::assign_to_view(this->view(), c, "assignment");
+    } else {
+      tensor fresh(c.shape(), uninitialized);
+      detail::assign_to_view(fresh.view(), c, "assignment");
+      swap(fresh);
+    }
+  }
+};
+
+// An lvalue tensor in an expression is held by pointer: building the expression costs nothing,
+// and it reads the tensor's values at evaluation time.
+template <class T, class Backend>
+class tensor_ref : public expression_tag {
+ public:
+  using value_type = T;
+  using backend_type = Backend;
+
+  explicit tensor_ref(const tensor<T, Backend>& t) : t_(&t) {}
+  const shape_t& shape() const { return t_->shape(); }
+  const strides_t& strides() const { return t_->strides(); }
+  const T* data() const { return t_->data(); }
+  const tensor<T, Backend>& get() const { return *t_; }
+  tensor_view<const T, Backend> view() const { return t_->view(); }
+
+ private:
+  const tensor<T, Backend>* t_;
+};
+
+template <class T, class B>
+struct operand_closure<tensor<T, B>&> {
+  using type = tensor_ref<T, B>;
+  static type make(const tensor<T, B>& t) { return type(t); }
+};
+template <class T, class B>
+struct operand_closure<const tensor<T, B>&> : operand_closure<tensor<T, B>&> {};
+// A temporary tensor hands its storage to a view, so that the expression keeps it alive.
+template <class T, class B>
+struct operand_closure<tensor<T, B>> {
+  using type = tensor_view<const T, B>;
+  static type make(tensor<T, B>&& t) { return std::move(t).release(); }
+};
+template <class T, class B>
+struct operand_closure<const tensor<T, B>> {
+  using type = tensor_view<const T, B>;
+  static type make(const tensor<T, B>& t) { return t.view(); }
+};
+template <class T, class B>
+struct operand_closure<tensor_ref<T, B>> {
+  using type = tensor_ref<T, B>;
+  static type make(const tensor_ref<T, B>& r) { return r; }
+};
+template <class T, class B>
+struct operand_closure<tensor_ref<T, B>&> : operand_closure<tensor_ref<T, B>> {};
+template <class T, class B>
+struct operand_closure<const tensor_ref<T, B>&> : operand_closure<tensor_ref<T, B>> {};
+
+}  // namespace meld

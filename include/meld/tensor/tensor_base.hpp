@@ -1,0 +1,164 @@
+// What tensors and views share: a strided window onto shared storage, its shape queries, checked
+// element access, and the operations that make views of it.
+#pragma once
+
+#include <concepts>
+#include <memory>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include "../expr/expression.hpp"
+#include "layout.hpp"
+#include "storage.hpp"
+
+namespace meld {
+
+template <class T, class Backend>
+class tensor_view;
+template <class T, class Backend>
+class tensor;
+
+namespace detail {
+
+template <class X>
+inline constexpr bool is_tensor = false;
+template <class T, class B>
+inline constexpr bool is_tensor<tensor<T, B>> = true;
+
+// Derived is tensor<T, B> (deep constness: a const tensor gives read-only views) or
+// tensor_view<T, B> (shallow constness, like std::span: a const view still writes through).
+template <class Derived, class T, class Backend>
+class strided_tensor : public expression_tag {
+ public:
+  using value_type = std::remove_const_t<T>;
+  using element_type = T;
+  using backend_type = Backend;
+  using storage_type = storage<value_type, Backend>;
+
+  const shape_t& shape() const { return shape_; }
+  const strides_t& strides() const { return strides_; }
+  int rank() const { return shape_.size(); }
+  // Number of elements.
+  index_t size() const { return shape_.product(); }
+  bool empty() const { return size() == 0; }
+  bool is_contiguous() const { return is_row_major(shape_, strides_); }
+
+  // The storage this tensor or view reads (shared with every view of it).
+  const std::shared_ptr<storage_type>& storage_ptr() const { return storage_; }
+
+  // Element at the given indices (one per axis; negative counts from the end). Checked: a wrong
+  // count or an index out of range throws. For bulk work use expressions, not this.
+  template <std::integral... I>
+  decltype(auto) operator()(I... idx) {
+    return derived().data()[offset_of(idx...)];
+  }
+  template <std::integral... I>
+  decltype(auto) operator()(I... idx) const {
+    return derived().data()[offset_of(idx...)];
+  }
+
+  // The value of a one-element tensor (any rank).
+  value_type item() const {
+    if (size() != 1)
+      throw shape_error(detail::cat("item: tensor of shape ", shape_, " has ", size(),
+                                    " elements, not 1"));
+    return *derived().data();
+  }
+
+  // ---- views ------------------------------------------------------------------------------------
+  // Each returns a tensor_view sharing this storage; see layout.hpp for the rules.
+
+  auto view() { return make_view(layout{shape_, strides_, 0}); }
+  auto view() const { return make_cview(layout{shape_, strides_, 0}); }
+
+  // slice(meld::all, meld::range(0, 10, 2), 3): one spec per leading axis (the rest are all);
+  // an integer index drops its axis.
+  template <slice_spec... S>
+  auto slice(const S&... specs) {
+    return make_view(slice_layout(shape_, strides_, specs...));
+  }
+  template <slice_spec... S>
+  auto slice(const S&... specs) const {
+    return make_cview(slice_layout(shape_, strides_, specs...));
+  }
+
+  // Reverses the axes.
+  auto transpose() { return make_view(transpose_layout(shape_, strides_)); }
+  auto transpose() const { return make_cview(transpose_layout(shape_, strides_)); }
+
+  // Axis i of the result is axis axes[i] of this.
+  auto permute(const dims& axes) { return make_view(permute_layout(shape_, strides_, axes)); }
+  auto permute(const dims& axes) const {
+    return make_cview(permute_layout(shape_, strides_, axes));
+  }
+
+  // A view with another shape of the same element count (one extent may be -1). Throws when the
+  // strides do not allow it without a copy.
+  auto reshape(const shape_t& to) { return make_view(reshape_layout(shape_, strides_, to)); }
+  auto reshape(const shape_t& to) const {
+    return make_cview(reshape_layout(shape_, strides_, to));
+  }
+  auto flatten() { return reshape({-1}); }
+  auto flatten() const { return reshape({-1}); }
+
+  // Read-only: a broadcast view repeats elements, so writing through it would be ambiguous.
+  auto broadcast_to(const shape_t& to) const {
+    return tensor_view<const value_type, Backend>(storage_, data_,
+                                                  broadcast_layout(shape_, strides_, to));
+  }
+
+  // Drops axes of extent 1 (all of them, or the given one, which must have extent 1).
+  auto squeeze() { return make_view(squeeze_layout(shape_, strides_, std::nullopt)); }
+  auto squeeze() const { return make_cview(squeeze_layout(shape_, strides_, std::nullopt)); }
+  auto squeeze(long axis) { return make_view(squeeze_layout(shape_, strides_, axis)); }
+  auto squeeze(long axis) const { return make_cview(squeeze_layout(shape_, strides_, axis)); }
+
+  // Inserts an axis of extent 1 before `axis` (-1 appends).
+  auto unsqueeze(long axis) { return make_view(unsqueeze_layout(shape_, strides_, axis)); }
+  auto unsqueeze(long axis) const { return make_cview(unsqueeze_layout(shape_, strides_, axis)); }
+
+ protected:
+  strided_tensor() = default;
+  strided_tensor(std::shared_ptr<storage_type> st, T* data, shape_t shape, strides_t strides)
+      : storage_(std::move(st)), data_(data), shape_(shape), strides_(strides) {}
+
+  Derived& derived() { return static_cast<Derived&>(*this); }
+  const Derived& derived() const { return static_cast<const Derived&>(*this); }
+
+  template <class... I>
+  index_t offset_of(I... idx) const {
+    if (static_cast<int>(sizeof...(I)) != rank())
+      throw index_error(detail::cat("element access: ", sizeof...(I),
+                                    " indices for a tensor of rank ", rank(), " ", shape_));
+    index_t offset = 0;
+    int axis = 0;
+    auto add = [&](index_t i) {
+      const index_t n = shape_[axis];
+      const index_t k = i < 0 ? i + n : i;
+      if (k < 0 || k >= n)
+        throw index_error(detail::cat("element access: index ", i, " is out of range for axis ",
+                                      axis, " of shape ", shape_));
+      offset += k * strides_[axis++];
+    };
+    (add(static_cast<index_t>(idx)), ...);
+    (void)add;  // rank 0: no indices
+    return offset;
+  }
+
+  tensor_view<T, Backend> make_view(const layout& l) {
+    return tensor_view<T, Backend>(storage_, data_, l);
+  }
+  auto make_cview(const layout& l) const {
+    using E = std::conditional_t<Derived::shallow_const, T, const value_type>;
+    return tensor_view<E, Backend>(storage_, data_, l);
+  }
+
+  std::shared_ptr<storage_type> storage_;
+  T* data_ = nullptr;
+  shape_t shape_;
+  strides_t strides_;
+};
+
+}  // namespace detail
+}  // namespace meld

@@ -1,0 +1,105 @@
+// tensor_view: a non-owning, strided window onto a tensor's storage. Cheap to copy (copies share
+// the window); assigning to a view writes through into the viewed elements.
+#pragma once
+
+#include <type_traits>
+#include <utility>
+
+#include "../backend/cpu/cpu.hpp"
+#include "../expr/operators.hpp"
+#include "tensor_base.hpp"
+
+namespace meld {
+
+namespace detail {
+template <class Dst, class E>
+void assign_to_view(const Dst& dst, E&& e, const char* what);
+}
+
+template <class T, class Backend = cpu<>>
+class tensor_view : public detail::strided_tensor<tensor_view<T, Backend>, T, Backend> {
+  using base = detail::strided_tensor<tensor_view<T, Backend>, T, Backend>;
+  friend base;
+
+ public:
+  using typename base::storage_type;
+  using typename base::value_type;
+  static constexpr bool shallow_const = true;
+
+  tensor_view() = default;
+  tensor_view(std::shared_ptr<storage_type> st, T* base_data, const layout& l)
+      : base(std::move(st), base_data + l.offset, l.shape, l.strides) {}
+  tensor_view(const tensor_view&) = default;
+
+  // A view of mutable elements converts to a view of const ones.
+  template <class U>
+    requires(std::is_const_v<T> && std::is_same_v<U, value_type>)
+  tensor_view(const tensor_view<U, Backend>& other)
+      : base(other.storage_ptr(), other.data(), other.shape(), other.strides()) {}
+
+  // Pointer to element (0, ..., 0); the rest are at the offsets given by strides().
+  T* data() const { return this->data_; }
+
+  // Writes the expression into the viewed elements. Its shape must broadcast to the view's;
+  // the view's shape never changes. A scalar fills.
+  template <class E>
+    requires(expression<E> || scalar_type<E>) && (!std::is_const_v<T>)
+  const tensor_view& operator=(E&& e) const {
+    detail::assign_to_view(*this, std::forward<E>(e), "assignment");
+    return *this;
+  }
+  const tensor_view& operator=(const tensor_view& other) const
+    requires(!std::is_const_v<T>)
+  {
+    detail::assign_to_view(*this, other, "assignment");
+    return *this;
+  }
+
+#define MELD_VIEW_COMPOUND(OP)                                                      \
+  template <class E>                                                                \
+    requires(expression<E> || scalar_type<E>) && (!std::is_const_v<T>)             \
+  const tensor_view& operator OP##=(E&& e) const {                                  \
+    detail::assign_to_view(*this, *this OP std::forward<E>(e), "operator" #OP "="); \
+    return *this;                                                                   \
+  }
+  MELD_VIEW_COMPOUND(+)
+  MELD_VIEW_COMPOUND(-)
+  MELD_VIEW_COMPOUND(*)
+  MELD_VIEW_COMPOUND(/)
+#undef MELD_VIEW_COMPOUND
+};
+
+// A view held in an expression is copied (it is a cheap, shared window).
+template <class T, class B>
+struct operand_closure<tensor_view<T, B>> {
+  using type = tensor_view<const std::remove_const_t<T>, B>;
+  static type make(const tensor_view<T, B>& v) { return type(v); }
+};
+template <class T, class B>
+struct operand_closure<tensor_view<T, B>&> : operand_closure<tensor_view<T, B>> {};
+template <class T, class B>
+struct operand_closure<const tensor_view<T, B>&> : operand_closure<tensor_view<T, B>> {};
+template <class T, class B>
+struct operand_closure<const tensor_view<T, B>> : operand_closure<tensor_view<T, B>> {};
+
+namespace detail {
+
+// Evaluates e into dst: e's shape must broadcast to dst's. The backend takes care of operands
+// that overlap dst.
+template <class Dst, class E>
+void assign_to_view(const Dst& dst, E&& e, const char* what) {
+  if constexpr (scalar_type<E>) {
+    assign_to_view(dst, scalar_expr<typename Dst::value_type>(static_cast<typename Dst::value_type>(e)),
+                   what);
+  } else {
+    auto c = make_closure(std::forward<E>(e));
+    if (!broadcasts_to(c.shape(), dst.shape()))
+      throw shape_error(cat(what, ": an expression of shape ", c.shape(),
+                            " cannot be assigned to a tensor of shape ", dst.shape()));
+    using B = common_backend_t<typename Dst::backend_type, backend_t<decltype(c)>>;
+    executor<B>::assign(tensor_view<typename Dst::value_type, B>(dst), c);
+  }
+}
+
+}  // namespace detail
+}  // namespace meld

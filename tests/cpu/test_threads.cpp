@@ -1,0 +1,111 @@
+// The threaded and vectorized paths: tails, odd sizes, unaligned views and 1..N threads, against
+// the scalar reference and against each other.
+#include "../support.hpp"
+
+using meld::index_t;
+using meld::range;
+using meld::shape_t;
+using meld::tensor;
+using test::at;
+using test::check_elements;
+using test::index_list;
+
+namespace {
+struct thread_count_guard {
+  int saved = meld::num_threads();
+  ~thread_count_guard() { meld::set_num_threads(saved); }
+};
+}  // namespace
+
+TEST_CASE("MELD_NUM_THREADS and set_num_threads choose the pool size", "[cpu]") {
+  thread_count_guard guard;
+  meld::set_num_threads(3);
+  REQUIRE(meld::num_threads() == 3);
+  meld::set_num_threads(1);
+  REQUIRE(meld::num_threads() == 1);
+  REQUIRE_THROWS_AS(meld::set_num_threads(0), std::invalid_argument);
+}
+
+TEST_CASE("every size near the vector width and the parallel split", "[cpu]") {
+  thread_count_guard guard;
+  for (int threads : {1, 2, 3, 4}) {
+    meld::set_num_threads(threads);
+    for (index_t n : {index_t(1), index_t(15), index_t(16), index_t(17), index_t(63), index_t(65),
+                      index_t(1023), index_t(131071), index_t(400003)}) {
+      INFO("threads " << threads << " n " << n);
+      auto x = test::random_tensor<float>({n}, std::uint32_t(n));
+      auto z = test::random_tensor<float>({n}, std::uint32_t(n + 1));
+      tensor<float> y = 2.f * x + 3.f * z - 0.5f * x * z;
+      const float* px = x.data();
+      const float* pz = z.data();
+      for (index_t i = 0; i < n; ++i) {
+        const float want = 2.f * px[i] + 3.f * pz[i] - 0.5f * px[i] * pz[i];
+        if (std::abs(y.data()[i] - want) > 1e-5f * (1 + std::abs(want))) FAIL("element " << i);
+      }
+      // Unaligned, offset views: chunk boundaries fall inside cache lines of the source.
+      auto xs = x.slice(range(n > 1 ? 1 : 0, n));
+      tensor<float> ys = meld::exp(xs) + xs;
+      check_elements(ys, [&](const index_list& i) { return std::exp(at(xs, i)) + at(xs, i); });
+    }
+  }
+}
+
+TEST_CASE("multi-dimensional work splits across threads", "[cpu]") {
+  thread_count_guard guard;
+  auto m = test::random_tensor<float>({301, 517}, 1);
+  auto v = test::random_tensor<float>({517}, 2);
+  auto c = test::random_tensor<float>({301, 1}, 3);
+  meld::set_num_threads(1);
+  tensor<float> one = m * v + c - meld::sigmoid(m.transpose().transpose());
+  tensor<float> col_one = meld::sum(m, 0);
+  tensor<float> row_one = meld::max(m * 2.f, 1);
+  for (int threads : {2, 3, 4}) {
+    meld::set_num_threads(threads);
+    tensor<float> many = m * v + c - meld::sigmoid(m.transpose().transpose());
+    REQUIRE(meld::sum(meld::abs(many - one)) == 0.f);
+    tensor<float> col = meld::sum(m, 0);
+    tensor<float> row = meld::max(m * 2.f, 1);
+    REQUIRE(meld::sum(col != col_one) == 0);
+    REQUIRE(meld::sum(row != row_one) == 0);
+  }
+}
+
+TEST_CASE("reductions give the same bits for any thread count", "[cpu]") {
+  thread_count_guard guard;
+  auto x = meld::normal<float>({3'000'017}, 0.f, 1.f, 5);
+  meld::set_num_threads(1);
+  const float s1 = meld::sum(x * x + 1.f);
+  const float d1 = meld::dot(x, x);
+  const index_t a1 = meld::argmax(x);
+  const float m1 = meld::max(x);
+  for (int threads : {2, 3, 4, 7}) {
+    meld::set_num_threads(threads);
+    REQUIRE(meld::sum(x * x + 1.f) == s1);
+    REQUIRE(meld::dot(x, x) == d1);
+    REQUIRE(meld::argmax(x) == a1);
+    REQUIRE(meld::max(x) == m1);
+  }
+}
+
+TEST_CASE("the pool runs nested and concurrent loops without deadlock", "[cpu]") {
+  thread_count_guard guard;
+  meld::set_num_threads(2);
+  std::atomic<int> count{0};
+  meld::thread_pool::global().parallel_for(4, [&](index_t) {
+    meld::thread_pool::global().parallel_for(3, [&](index_t) { ++count; });  // runs inline
+  });
+  REQUIRE(count == 12);
+  // Two host threads evaluating at once: one gets the pool, the other runs alone.
+  auto a = test::random_tensor<float>({1 << 20}, 1);
+  tensor<float> r1, r2;
+  std::thread t1([&] { r1 = a * 2.f; });
+  std::thread t2([&] { r2 = a * 2.f; });
+  t1.join();
+  t2.join();
+  REQUIRE(meld::sum(r1 != r2) == 0);
+  REQUIRE_THROWS_AS(meld::thread_pool::global().parallel_for(8, [](index_t i) {
+    if (i == 5) throw std::runtime_error("task 5 failed");
+  }), std::runtime_error);
+  tensor<float> after = a + 1.f;  // the pool is usable after a failed loop
+  REQUIRE(after(0) == a(0) + 1.f);
+}
