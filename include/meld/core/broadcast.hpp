@@ -7,6 +7,7 @@ namespace meld {
 
 // The shape that a and b broadcast to; throws shape_error naming `what` and both shapes.
 inline shape_t broadcast_shapes(const shape_t& a, const shape_t& b, const char* what) {
+  if (a == b) return a;  // the common case
   const int rank = std::max(a.size(), b.size());
   shape_t out = dims::filled(rank, 1);
   for (int i = 0; i < rank; ++i) {

@@ -66,8 +66,11 @@ class dims {
     rank_ = n;
   }
 
-  friend bool operator==(const dims& a, const dims& b) {
-    return a.rank_ == b.rank_ && std::equal(a.begin(), a.end(), b.begin());
+  friend MELD_INLINE bool operator==(const dims& a, const dims& b) {
+    if (a.rank_ != b.rank_) return false;
+    for (int i = 0; i < a.rank_; ++i)
+      if (a.v_[i] != b.v_[i]) return false;
+    return true;
   }
 
   // Product of the entries (the element count of a shape); 1 for rank 0.

@@ -79,6 +79,11 @@ closure_t<E> make_closure(E&& e) {
   return operand_closure<E>::make(std::forward<E>(e));
 }
 
+namespace detail {
+// The uniform shape of a scalar: it matches any shape (see expr/nodes.hpp).
+inline const shape_t any_shape{};
+}  // namespace detail
+
 // A scalar held in an expression: broadcast to every position.
 template <class T>
 class scalar_expr : public expression_tag {
@@ -88,10 +93,8 @@ class scalar_expr : public expression_tag {
   static constexpr int cost = 0;
 
   explicit scalar_expr(T v) : value_(v) {}
-  const shape_t& shape() const {
-    static const shape_t rank0;
-    return rank0;
-  }
+  const shape_t& shape() const { return detail::any_shape; }
+  const shape_t* uniform_shape() const { return &detail::any_shape; }
   T value() const { return value_; }
 
  private:

@@ -79,7 +79,8 @@ struct divides {
     if constexpr (std::is_integral_v<A> && std::is_integral_v<B>) {
       using R = decltype(a / b);
       if (b == 0) return R(0);
-      if (b == B(-1)) return static_cast<R>(R(0) - static_cast<R>(a));
+      using U = std::make_unsigned_t<R>;
+      if (b == B(-1)) return static_cast<R>(U(0) - static_cast<U>(a));  // wraps, no overflow
       return static_cast<R>(a / b);
     } else {
       return a / b;
@@ -194,19 +195,21 @@ struct select {
     template <class S, class... Ts>                               \
     static constexpr bool simd = detail::same_floating<S, Ts...>; \
     template <class A>                                            \
-    MELD_HD MELD_INLINE auto operator()(const A& a_) const {                  \
-      if constexpr (std::is_integral_v<A>) {                      \
-        return (*this)(static_cast<double>(a_));                  \
-      } else {                                                    \
-        using std::exp;                                           \
-        using std::log;                                           \
-        using std::sqrt;                                          \
-        using std::tanh;                                          \
-        using std::sin;                                           \
-        using std::cos;                                           \
-        const A& a = a_;                                          \
-        return EXPR;                                              \
-      }                                                           \
+    MELD_HD MELD_INLINE static auto compute(const A& a) {         \
+      using std::exp;                                             \
+      using std::log;                                             \
+      using std::sqrt;                                            \
+      using std::tanh;                                            \
+      using std::sin;                                             \
+      using std::cos;                                             \
+      return EXPR;                                                \
+    }                                                             \
+    template <class A>                                            \
+    MELD_HD MELD_INLINE auto operator()(const A& a) const {       \
+      if constexpr (std::is_integral_v<A>)                        \
+        return compute(static_cast<double>(a));                   \
+      else                                                        \
+        return compute(a);                                        \
     }                                                             \
   };
 MELD_MATH_FUNCTION(exp, 12, exp(a))

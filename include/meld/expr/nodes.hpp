@@ -1,6 +1,12 @@
 // Expression nodes: an operation applied elementwise to one, two or three operands.
-// A node stores its operands (see operand_closure) and its broadcast shape; building one checks
-// the shapes and computes nothing else.
+// A node stores its operands (see operand_closure) and nothing else, so that trees stay small and
+// cheap to build (storing a shape per node made building a 5-operation expression cost ~100 ns
+// of copies). Building a node checks that its operands' shapes broadcast; shape() computes the
+// result shape when asked.
+//
+// Every expression also answers uniform_shape(): a pointer to the shape that all its leaves share
+// (scalars match any shape: detail::any_shape), or null when it broadcasts. It costs no copies,
+// and is what the common case (operands of one shape) runs on.
 #pragma once
 
 #include <type_traits>
@@ -29,6 +35,14 @@ struct cost_of<E, std::void_t<decltype(E::cost)>> : std::integral_constant<int, 
 template <class V, class S>
 inline constexpr bool batch_value = std::is_same_v<V, S> || std::is_same_v<V, bool>;
 
+// The uniform shape of two operands whose uniform shapes are a and b (see above).
+MELD_INLINE const shape_t* common_uniform(const shape_t* a, const shape_t* b) {
+  if (!a || !b) return nullptr;
+  if (a == &any_shape) return b;
+  if (b == &any_shape || a == b || *a == *b) return a;
+  return nullptr;
+}
+
 }  // namespace detail
 
 template <class Op, class A>
@@ -44,7 +58,8 @@ class unary_expr : public expression_tag {
 
   unary_expr(Op op, A a) : op_(op), a_(std::move(a)) {}
 
-  const shape_t& shape() const { return a_.shape(); }
+  decltype(auto) shape() const { return a_.shape(); }
+  const shape_t* uniform_shape() const { return a_.uniform_shape(); }
   const Op& op() const { return op_; }
   const A& operand() const { return a_; }
 
@@ -65,13 +80,17 @@ class binary_expr : public expression_tag {
       detail::batch_value<value_type, S> && Op::template simd<S, value_t<A>, value_t<B>> &&
       detail::simd_capable<A, S>::value && detail::simd_capable<B, S>::value;
 
-  binary_expr(Op op, A a, B b)
-      : op_(op),
-        a_(std::move(a)),
-        b_(std::move(b)),
-        shape_(broadcast_shapes(a_.shape(), b_.shape(), name())) {}
+  binary_expr(Op op, A a, B b) : op_(op), a_(std::move(a)), b_(std::move(b)) {
+    if (!uniform_shape()) (void)shape();  // throws shape_error when they do not broadcast
+  }
 
-  const shape_t& shape() const { return shape_; }
+  const shape_t* uniform_shape() const {
+    return detail::common_uniform(a_.uniform_shape(), b_.uniform_shape());
+  }
+  shape_t shape() const {
+    if (const shape_t* u = uniform_shape()) return *u;
+    return broadcast_shapes(a_.shape(), b_.shape(), name());
+  }
   const Op& op() const { return op_; }
   const A& lhs() const { return a_; }
   const B& rhs() const { return b_; }
@@ -84,7 +103,6 @@ class binary_expr : public expression_tag {
   [[no_unique_address]] Op op_;
   A a_;
   B b_;
-  shape_t shape_;
 };
 
 template <class Op, class A, class B, class C>
@@ -103,14 +121,18 @@ class ternary_expr : public expression_tag {
       detail::simd_capable<C, S>::value;
 
   ternary_expr(Op op, A a, B b, C c)
-      : op_(op),
-        a_(std::move(a)),
-        b_(std::move(b)),
-        c_(std::move(c)),
-        shape_(broadcast_shapes(broadcast_shapes(a_.shape(), b_.shape(), Op::name), c_.shape(),
-                                Op::name)) {}
+      : op_(op), a_(std::move(a)), b_(std::move(b)), c_(std::move(c)) {
+    if (!uniform_shape()) (void)shape();  // throws shape_error when they do not broadcast
+  }
 
-  const shape_t& shape() const { return shape_; }
+  const shape_t* uniform_shape() const {
+    return detail::common_uniform(detail::common_uniform(a_.uniform_shape(), b_.uniform_shape()),
+                                  c_.uniform_shape());
+  }
+  shape_t shape() const {
+    if (const shape_t* u = uniform_shape()) return *u;
+    return broadcast_shapes(broadcast_shapes(a_.shape(), b_.shape(), Op::name), c_.shape(), Op::name);
+  }
   const Op& op() const { return op_; }
   const A& first() const { return a_; }
   const B& second() const { return b_; }
@@ -121,7 +143,6 @@ class ternary_expr : public expression_tag {
   A a_;
   B b_;
   C c_;
-  shape_t shape_;
 };
 
 }  // namespace meld

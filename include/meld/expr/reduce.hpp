@@ -122,7 +122,7 @@ class reduce_expr : public expression_tag {
   using value_type = typename R::template result<value_t<A>>;
   using backend_type = backend_t<A>;
   using reducer_type = R;
-  static constexpr bool is_reduction = true;
+  using operand_type = A;
 
   reduce_expr(A a, long axis, bool keepdims) : a_(std::move(a)), keepdims_(keepdims) {
     const shape_t& in = a_.shape();
@@ -136,6 +136,7 @@ class reduce_expr : public expression_tag {
   }
 
   const shape_t& shape() const { return shape_; }
+  const shape_t* uniform_shape() const { return &shape_; }
   const A& operand() const { return a_; }
   int axis() const { return axis_; }
   bool keepdims() const { return keepdims_; }

@@ -46,13 +46,12 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)
   explicit(detail::is_tensor<std::remove_cvref_t<E>>) tensor(E&& e) {
-    auto c = make_closure(std::forward<E>(e));
-    allocate(c.shape());
-    detail::assign_to_view(this->view(), c, "tensor construction");
+    allocate(e.shape());
+    detail::assign_to_view(*this, e, "tensor construction");
   }
 
   explicit tensor(const tensor& other) : tensor(other.shape(), uninitialized) {
-    detail::assign_to_view(this->view(), other, "tensor copy");
+    detail::assign_to_view(*this, other, "tensor copy");
   }
   tensor(tensor&& other) noexcept {
     this->shape_.resize(1, 0);  // leaves `other` empty, of shape {0}
@@ -73,7 +72,7 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)
   tensor& operator=(E&& e) {
-    assign(std::forward<E>(e));
+    assign(e);
     return *this;
   }
   // A plain number fills every element (the shape stays).
@@ -89,8 +88,7 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   template <class E>                                                    \
     requires(expression<E> || scalar_type<E>)                           \
   tensor& operator OP##=(E&& e) {                                       \
-    auto v = this->view();                                              \
-    detail::assign_to_view(v, v OP std::forward<E>(e), "operator" #OP "="); \
+    detail::assign_to_view(*this, *this OP std::forward<E>(e), "operator" #OP "="); \
     return *this;                                                       \
   }
   MELD_TENSOR_COMPOUND(+)
@@ -102,7 +100,7 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   // A deep copy.
   tensor clone() const { return tensor(*this); }
 
-  void fill(T value) { detail::assign_to_view(this->view(), scalar_expr<T>(value), "fill"); }
+  void fill(T value) { executor<Backend>::fill(this->data_, this->size(), value); }
 
   T* data() { return this->data_; }
   const T* data() const { return this->data_; }
@@ -141,13 +139,18 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   }
 
   template <class E>
-  void assign(E&& e) {
-    auto c = make_closure(std::forward<E>(e));
-    if (c.shape() == this->shape()) {
-      detail::assign_to_view(this->view(), c, "assignment");
+  void assign(const E& e) {
+    const shape_t* u = e.uniform_shape();
+    if (u && (u == &detail::any_shape || *u == this->shape())) {
+      detail::assign_to_view(*this, e, "assignment");
+      return;
+    }
+    const shape_t shape = e.shape();
+    if (shape == this->shape()) {
+      detail::assign_to_view(*this, e, "assignment");
     } else {
-      tensor fresh(c.shape(), uninitialized);
-      detail::assign_to_view(fresh.view(), c, "assignment");
+      tensor fresh(shape, uninitialized);
+      detail::assign_to_view(fresh, e, "assignment");
       swap(fresh);
     }
   }
@@ -163,6 +166,7 @@ class tensor_ref : public expression_tag {
 
   explicit tensor_ref(const tensor<T, Backend>& t) : t_(&t) {}
   const shape_t& shape() const { return t_->shape(); }
+  const shape_t* uniform_shape() const { return &t_->shape(); }
   const strides_t& strides() const { return t_->strides(); }
   const T* data() const { return t_->data(); }
   const tensor<T, Backend>& get() const { return *t_; }

@@ -37,6 +37,7 @@ class strided_tensor : public expression_tag {
   using storage_type = storage<value_type, Backend>;
 
   const shape_t& shape() const { return shape_; }
+  const shape_t* uniform_shape() const { return &shape_; }
   const strides_t& strides() const { return strides_; }
   int rank() const { return shape_.size(); }
   // Number of elements.

@@ -84,20 +84,24 @@ struct operand_closure<const tensor_view<T, B>> : operand_closure<tensor_view<T,
 
 namespace detail {
 
-// Evaluates e into dst: e's shape must broadcast to dst's. The backend takes care of operands
-// that overlap dst.
+// Evaluates e into dst (a tensor or a view): e's shape must broadcast to dst's. The backend takes
+// care of operands that overlap dst.
 template <class Dst, class E>
 void assign_to_view(const Dst& dst, E&& e, const char* what) {
   if constexpr (scalar_type<E>) {
     assign_to_view(dst, scalar_expr<typename Dst::value_type>(static_cast<typename Dst::value_type>(e)),
                    what);
   } else {
-    auto c = make_closure(std::forward<E>(e));
-    if (!broadcasts_to(c.shape(), dst.shape()))
-      throw shape_error(cat(what, ": an expression of shape ", c.shape(),
-                            " cannot be assigned to a tensor of shape ", dst.shape()));
-    using B = common_backend_t<typename Dst::backend_type, backend_t<decltype(c)>>;
-    executor<B>::assign(tensor_view<typename Dst::value_type, B>(dst), c);
+    // Evaluated where it is: no closure is needed, as nothing outlives this call.
+    const shape_t* u = e.uniform_shape();
+    if (!u || (u != &any_shape && !(*u == dst.shape()))) {
+      const shape_t shape = e.shape();
+      if (!broadcasts_to(shape, dst.shape()))
+        throw shape_error(cat(what, ": an expression of shape ", shape,
+                              " cannot be assigned to a tensor of shape ", dst.shape()));
+    }
+    using B = common_backend_t<typename Dst::backend_type, backend_t<E>>;
+    executor<B>::assign(dst, e);
   }
 }
 

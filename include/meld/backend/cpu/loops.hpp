@@ -1,15 +1,136 @@
-// The loops: an elementwise loop over a range of the iteration space, and the blocked pairwise
-// accumulator that every full reduction uses.
+// The loops. run_rows walks a range of an iteration plan row by row; it is shared by every
+// expression (compiled once, not per expression). The per-expression part is a row function that
+// runs one SIMD kernel over a contiguous row.
 #pragma once
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
 #include <type_traits>
 
+#include "cursor.hpp"
 #include "plan.hpp"
 
 #include "gcc12_warnings.hpp"  // push
 
 namespace meld::detail::cpu_eval {
+
+// Called for each piece of a row: elements [j, j + n) of the row, with rows[k] pointing at
+// element j of operand k, contiguous.
+using row_fn = void (*)(void* ctx, char* const* rows, index_t j, index_t n);
+
+// Elements per packed piece: rows of operands that are not contiguous are handled in pieces of
+// at most this many elements, each packed into (or unpacked from) a small buffer.
+inline constexpr index_t piece_elems = 512;
+
+// Copies n elements of `elem` bytes between strided locations (strides in bytes).
+inline void copy_elements(char* to, index_t to_stride, const char* from, index_t from_stride,
+                          index_t n, index_t elem) {
+  auto loop = [&](auto size) {
+    for (index_t i = 0; i < n; ++i) std::memcpy(to + i * to_stride, from + i * from_stride, size);
+  };
+  switch (elem) {
+    case 4: return loop(std::integral_constant<std::size_t, 4>{});
+    case 8: return loop(std::integral_constant<std::size_t, 8>{});
+    case 2: return loop(std::integral_constant<std::size_t, 2>{});
+    case 1: return loop(std::integral_constant<std::size_t, 1>{});
+    default:
+      for (index_t i = 0; i < n; ++i) std::memcpy(to + i * to_stride, from + i * from_stride, std::size_t(elem));
+  }
+}
+
+// Walks the linear positions [begin, end) of a plan, calling fn on contiguous pieces of rows.
+// Operands contiguous along the row are passed in place (no copies at all when every operand is);
+// a broadcast operand (stride 0) is replicated into a buffer, a strided one is gathered (read) or
+// scattered back after fn (write).
+inline void run_rows(const plan_ref& p, index_t begin, index_t end, row_fn fn, void* ctx) {
+  if (begin >= end) return;
+  const int outer = p.rank - 1;
+  const int n = p.operands;
+  index_t idx[max_rank] = {};
+  index_t linear = begin;
+  for (int d = p.rank - 1; d >= 0; --d) {
+    idx[d] = linear % p.shape[d];
+    linear /= p.shape[d];
+  }
+
+  // Per operand: the start of the current row, the pointer passed to fn, and a buffer if packed.
+  constexpr int small = 16;
+  char* small_ptrs[3 * small];
+  std::unique_ptr<char*[]> big_ptrs(n > small ? new char*[3 * n] : nullptr);
+  char** row = n > small ? big_ptrs.get() : small_ptrs;
+  char** at = row + n;
+  char** buffer = at + n;
+  auto packed = [&](int k) {
+    return p.modes[k] != access::pointer && p.strides[k * max_rank + outer] != p.elem[k];
+  };
+  auto buffer_size = [&](int k) { return std::size_t(piece_elems * p.elem[k] + 63) / 64 * 64; };
+  std::size_t buffer_bytes = 0;
+  for (int k = 0; k < n; ++k)
+    if (packed(k)) buffer_bytes += buffer_size(k);
+  alignas(64) char small_buffer[16384];
+  std::unique_ptr<char[]> big_buffer(buffer_bytes > sizeof(small_buffer) ? new char[buffer_bytes + 64] : nullptr);
+  char* storage = small_buffer;
+  if (big_buffer) {
+    const auto address = reinterpret_cast<std::uintptr_t>(big_buffer.get());
+    storage = big_buffer.get() + ((64 - address % 64) % 64);
+  }
+  for (int k = 0, offset = 0; k < n; ++k) {
+    buffer[k] = packed(k) ? storage + offset : nullptr;
+    if (packed(k)) offset += static_cast<int>(buffer_size(k));
+  }
+  const char* replicated_from[small] = {};  // broadcast source already in the buffer (small n)
+
+  for (int k = 0; k < n; ++k) {
+    row[k] = p.base[k];
+    for (int d = 0; d < outer; ++d) row[k] += idx[d] * p.strides[k * max_rank + d];
+  }
+  const index_t extent = p.shape[outer];
+  index_t j = idx[outer];
+  for (;;) {
+    const index_t stop = std::min(extent, j + (end - begin));
+    if (buffer_bytes == 0) {
+      for (int k = 0; k < n; ++k) at[k] = row[k] + j * p.strides[k * max_rank + outer];
+      fn(ctx, at, j, stop - j);
+    } else {
+      for (index_t q = j; q < stop; q += piece_elems) {
+        const index_t m = std::min(piece_elems, stop - q);
+        for (int k = 0; k < n; ++k) {
+          const index_t inner = p.strides[k * max_rank + outer];
+          char* src = row[k] + q * inner;
+          if (!buffer[k]) {
+            at[k] = src;
+          } else {
+            at[k] = buffer[k];
+            if (p.modes[k] != access::read) continue;
+            if (inner != 0) {
+              copy_elements(buffer[k], p.elem[k], src, inner, m, p.elem[k]);
+            } else if (k >= small || replicated_from[k] != src) {
+              copy_elements(buffer[k], p.elem[k], src, 0, piece_elems, p.elem[k]);
+              if (k < small) replicated_from[k] = src;
+            }
+          }
+        }
+        fn(ctx, at, q, m);
+        for (int k = 0; k < n; ++k)
+          if (buffer[k] && p.modes[k] == access::write)
+            copy_elements(row[k] + q * p.strides[k * max_rank + outer], p.strides[k * max_rank + outer],
+                          buffer[k], p.elem[k], m, p.elem[k]);
+      }
+    }
+    begin += stop - j;
+    if (begin >= end) return;
+    j = 0;
+    for (int d = outer - 1; d >= 0; --d) {
+      if (++idx[d] < p.shape[d]) {
+        for (int k = 0; k < n; ++k) row[k] += p.strides[k * max_rank + d];
+        break;
+      }
+      idx[d] = 0;
+      for (int k = 0; k < n; ++k) row[k] -= (p.shape[d] - 1) * p.strides[k * max_rank + d];
+    }
+  }
+}
 
 // Batch is an xsimd batch, or void for the scalar loop (mixed element types).
 template <class Batch>
@@ -20,84 +141,22 @@ inline constexpr index_t batch_size = [] {
 
 // ---- elementwise --------------------------------------------------------------------------------
 
-template <class Mode, class Batch, class D, class C>
-MELD_INLINE void row_kernel(const D& dst, const C& src, index_t j, index_t end) {
+// The row function of dst = src: the cursors are copied into locals, so that the compiler keeps
+// the row pointers in registers.
+template <class Batch, class T, class C>
+void assign_row(void* ctx, char* const* rows, index_t, index_t n) {
+  dest_cursor<T> dst{reinterpret_cast<T*>(rows[0])};
+  C src = *static_cast<const C*>(ctx);
+  int k = 1;
+  src.set_rows(rows, k);
+  index_t j = 0;
   if constexpr (!std::is_void_v<Batch>) {
     constexpr index_t W = Batch::size;
-    for (; j + W <= end; j += W)
-      dst.template store<Mode, Batch>(j, src.template load<Mode, Batch>(j));
-    if (j < end)
-      dst.template store_tail<Mode, Batch>(j, end - j, src.template load_tail<Mode, Batch>(j, end - j));
+    for (; j + W <= n; j += W) dst.template store<Batch>(j, src.template load<Batch>(j));
+    if (j < n) dst.template store_tail<Batch>(j, n - j, src.template load_tail<Batch>(j, n - j));
   } else {
-    for (; j < end; ++j) dst.template put<Mode>(j, src.template get<Mode>(j));
+    for (; j < n; ++j) dst.put(j, src.get(j));
   }
-}
-
-// Calls row(j_begin, j_end) for each row segment of the linear range [begin, end), with the
-// cursors positioned on that row.
-template <int N, class Cursors, class Row>
-MELD_INLINE void for_each_row(Cursors& cursors, const plan<N>& p, index_t begin, index_t end,
-                              Row&& row) {
-  const int outer = p.outer_rank();
-  if (outer == 0) {
-    cursors.seek(nullptr, 0);
-    row(begin, end);
-    return;
-  }
-  index_t idx[max_rank];
-  p.unravel(begin, idx);
-  cursors.seek(idx, outer);
-  const index_t inner = p.inner_extent();
-  index_t j = idx[outer];
-  for (;;) {
-    const index_t stop = std::min(inner, j + (end - begin));
-    row(j, stop);
-    begin += stop - j;
-    if (begin >= end) return;
-    j = 0;
-    for (int d = outer - 1; d >= 0; --d) {
-      if (++idx[d] < p.shape[d]) {
-        cursors.step(d);
-        break;
-      }
-      idx[d] = 0;
-      cursors.rewind(d, p.shape[d] - 1);
-    }
-  }
-}
-
-// Moves a destination and a source cursor together.
-template <class D, class C>
-struct cursor_pair {
-  D dst;
-  C src;
-  MELD_INLINE void seek(const index_t* idx, int r) {
-    dst.seek(idx, r);
-    src.seek(idx, r);
-  }
-  MELD_INLINE void step(int d) {
-    dst.step(d);
-    src.step(d);
-  }
-  MELD_INLINE void rewind(int d, index_t n) {
-    dst.rewind(d, n);
-    src.rewind(d, n);
-  }
-};
-
-// dst = src over the linear range [begin, end). Takes copies: each thread moves its own cursors.
-template <class Mode, class Batch, int N, class D, class C>
-void assign_range(D dst, C src, const plan<N>& p, index_t begin, index_t end) {
-  if (p.outer_rank() == 0) {  // the flat fast path
-    dst.seek(nullptr, 0);
-    src.seek(nullptr, 0);
-    row_kernel<Mode, Batch>(dst, src, begin, end);
-    return;
-  }
-  cursor_pair<D, C> both{dst, src};
-  for_each_row(both, p, begin, end, [&](index_t j, index_t e) {
-    row_kernel<Mode, Batch>(both.dst, both.src, j, e);
-  });
 }
 
 // ---- reductions ---------------------------------------------------------------------------------
@@ -146,13 +205,12 @@ A horizontal(const Batch& b) {
 
 // Folds a stream of row segments with reducer R into accumulators of type A: blocks of
 // reduce_block elements, four independent accumulators per block, blocks combined pairwise.
-template <class R, class A, class Mode, class Batch>
+template <class R, class A, class Batch>
 struct block_reducer {
   static constexpr index_t W = batch_size<Batch>;
   using acc_type = std::conditional_t<std::is_void_v<Batch>, A, Batch>;
 
   acc_type acc[4];
-  A tail;
   index_t filled = 0;
   pairwise_stack<R, A> blocks;
 
@@ -160,7 +218,6 @@ struct block_reducer {
 
   void reset() {
     for (auto& a : acc) a = acc_type(R::template identity<A>());
-    tail = R::template identity<A>();
     filled = 0;
   }
 
@@ -186,61 +243,69 @@ struct block_reducer {
     const R op{};
     if constexpr (std::is_void_v<Batch>) {
       for (; j + 4 <= e; j += 4)
-        for (int u = 0; u < 4; ++u) acc[u] = op(acc[u], static_cast<A>(c.template get<Mode>(j + u)));
+        for (int u = 0; u < 4; ++u) acc[u] = op(acc[u], static_cast<A>(c.get(j + u)));
+      for (; j < e; ++j) acc[0] = op(acc[0], static_cast<A>(c.get(j)));
     } else {
       for (; j + 4 * W <= e; j += 4 * W)
-        for (int u = 0; u < 4; ++u) acc[u] = op(acc[u], c.template load<Mode, Batch>(j + u * W));
-      for (; j + W <= e; j += W) acc[0] = op(acc[0], c.template load<Mode, Batch>(j));
+        for (int u = 0; u < 4; ++u) acc[u] = op(acc[u], c.template load<Batch>(j + u * W));
+      for (; j + W <= e; j += W) acc[0] = op(acc[0], c.template load<Batch>(j));
       if (j < e) {  // the tail through the same SIMD code, other lanes set to the identity
         alignas(64) A iota[W];
         for (index_t l = 0; l < W; ++l) iota[l] = static_cast<A>(l);
         const auto in_tail = Batch::load_aligned(iota) < Batch(static_cast<A>(e - j));
-        acc[1] = op(acc[1], xsimd::select(in_tail, c.template load_tail<Mode, Batch>(j, e - j),
+        acc[1] = op(acc[1], xsimd::select(in_tail, c.template load_tail<Batch>(j, e - j),
                                            Batch(R::template identity<A>())));
-        j = e;
       }
     }
-    for (; j < e; ++j) tail = op(tail, static_cast<A>(c.template get<Mode>(j)));
   }
 
   void flush() {
     const R op{};
     const acc_type both = op(op(acc[0], acc[1]), op(acc[2], acc[3]));
-    A v;
-    if constexpr (std::is_void_v<Batch>) v = both;
-    else v = horizontal<R, A>(both);
-    blocks.push(op(v, tail));
+    if constexpr (std::is_void_v<Batch>) blocks.push(both);
+    else blocks.push(horizontal<R, A>(both));
     reset();
   }
 };
 
-// Reduces the linear range [begin, end) of a cursor's iteration space.
-template <class R, class A, class Mode, class Batch, int N, class C>
-A reduce_range(C c, const plan<N>& p, index_t begin, index_t end) {
-  block_reducer<R, A, Mode, Batch> acc;
-  for_each_row(c, p, begin, end, [&](index_t j, index_t e) { acc.consume(c, j, e); });
-  return acc.finish();
-}
-
-// The first position of the extreme value (per Arg::better) in [begin, end).
-template <class Arg, class T>
-struct arg_result {
-  T value;
-  index_t index = -1;
+template <class R, class A, class Batch, class C>
+struct reduce_state {
+  C src;
+  block_reducer<R, A, Batch> acc;
 };
 
-template <class Arg, class Mode, int N, class C>
-auto arg_range(C c, const plan<N>& p, index_t begin, index_t end) {
+template <class R, class A, class Batch, class C>
+void reduce_row(void* ctx, char* const* rows, index_t, index_t n) {
+  auto& state = *static_cast<reduce_state<R, A, Batch, C>*>(ctx);
+  C src = state.src;
+  int k = 0;
+  src.set_rows(rows, k);
+  state.acc.consume(src, 0, n);
+}
+
+// The first position of the extreme value (per Arg::better) along a stream of rows.
+template <class Arg, class C>
+struct arg_state {
   using T = typename C::value_type;
-  arg_result<Arg, T> best;
-  index_t linear = begin;
-  for_each_row(c, p, begin, end, [&](index_t j, index_t e) {
-    for (; j < e; ++j, ++linear) {
-      const T v = c.template get<Mode>(j);
-      if (best.index < 0 || Arg::better(v, best.value)) best = {v, linear};
+  C src;
+  T value{};
+  index_t index = -1;
+  index_t linear = 0;  // position of the next element
+};
+
+template <class Arg, class C>
+void arg_row(void* ctx, char* const* rows, index_t, index_t n) {
+  auto& state = *static_cast<arg_state<Arg, C>*>(ctx);
+  C src = state.src;
+  int k = 0;
+  src.set_rows(rows, k);
+  for (index_t j = 0; j < n; ++j, ++state.linear) {
+    const auto v = src.get(j);
+    if (state.index < 0 || Arg::better(v, state.value)) {
+      state.value = v;
+      state.index = state.linear;
     }
-  });
-  return best;
+  }
 }
 
 }  // namespace meld::detail::cpu_eval
