@@ -54,17 +54,21 @@ meld::tensor<T> random_tensor(const meld::shape_t& shape, std::uint32_t seed, do
   meld::tensor<T> t(shape, meld::uninitialized);
   std::uniform_real_distribution<double> dist(lo, hi);
   for (T& v : t) {
-    if constexpr (std::is_integral_v<T>) v = static_cast<T>(std::floor(dist(gen)));
-    else v = static_cast<T>(dist(gen));
+    if constexpr (std::is_integral_v<T>)
+      v = static_cast<T>(std::floor(dist(gen)));
+    else
+      v = static_cast<T>(dist(gen));
   }
   return t;
 }
 
 // A random shape of rank in [min_rank, max_rank] with extents in [1, max_extent].
-inline meld::shape_t random_shape(std::mt19937& gen, int min_rank, int max_rank, index_t max_extent) {
+inline meld::shape_t random_shape(std::mt19937& gen, int min_rank, int max_rank,
+                                  index_t max_extent) {
   const int r = std::uniform_int_distribution<int>(min_rank, max_rank)(gen);
   meld::shape_t s;
-  for (int i = 0; i < r; ++i) s.push_back(std::uniform_int_distribution<index_t>(1, max_extent)(gen));
+  for (int i = 0; i < r; ++i)
+    s.push_back(std::uniform_int_distribution<index_t>(1, max_extent)(gen));
   return s;
 }
 

@@ -10,6 +10,7 @@
 
 #include "expr/expression.hpp"
 #include "expr/functors.hpp"
+#include "expr/matmul.hpp"
 #include "expr/nodes.hpp"
 #include "expr/operators.hpp"
 #include "expr/reduce.hpp"
@@ -22,3 +23,5 @@
 #include "backend/cpu/cpu.hpp"
 #include "backend/cpu/executor.hpp"
 #include "backend/cpu/thread_pool.hpp"
+
+#include "nn/model.hpp"

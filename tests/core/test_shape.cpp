@@ -16,8 +16,9 @@ TEST_CASE("dims hold up to max_rank extents", "[core]") {
   REQUIRE(s == shape_t{7, 2, 4});
   REQUIRE(dims(std::vector<int>{5, 6}) == shape_t{5, 6});
   REQUIRE_THROWS_AS((shape_t{1, 2, 3, 4, 5, 6, 7, 8, 9}), meld::shape_error);
-  REQUIRE(test::message_of<meld::shape_error>([] { shape_t{1, 2, 3, 4, 5, 6, 7, 8, 9}; }).find("max_rank") !=
-          std::string::npos);
+  REQUIRE(test::message_of<meld::shape_error>([] {
+            shape_t{1, 2, 3, 4, 5, 6, 7, 8, 9};
+          }).find("max_rank") != std::string::npos);
 }
 
 TEST_CASE("row-major strides and checked sizes", "[core]") {
@@ -26,8 +27,9 @@ TEST_CASE("row-major strides and checked sizes", "[core]") {
   REQUIRE(meld::row_major_strides({3, 0, 2}) == dims{2, 2, 1});
   REQUIRE(meld::checked_size({2, 3}, "t") == 6);
   REQUIRE_THROWS_AS(meld::checked_size({-1, 3}, "t"), meld::shape_error);
-  REQUIRE_THROWS_WITH(meld::checked_size({1 << 30, 1 << 30, 1 << 30}, "tensor"),
-                      "tensor: the element count of shape {1073741824, 1073741824, 1073741824} overflows");
+  REQUIRE_THROWS_WITH(
+      meld::checked_size({1 << 30, 1 << 30, 1 << 30}, "tensor"),
+      "tensor: the element count of shape {1073741824, 1073741824, 1073741824} overflows");
 }
 
 TEST_CASE("numpy broadcasting rules", "[core]") {

@@ -106,7 +106,8 @@ TEST_CASE("element access is checked", "[core]") {
   REQUIRE(t(1, 2) == 7.f);
   REQUIRE(t(-1, -1) == 7.f);
   REQUIRE_THROWS_AS(t(2, 0), meld::index_error);
-  REQUIRE_THROWS_WITH(t(0, 3), "element access: index 3 is out of range for axis 1 of shape {2, 3}");
+  REQUIRE_THROWS_WITH(t(0, 3),
+                      "element access: index 3 is out of range for axis 1 of shape {2, 3}");
   REQUIRE_THROWS_WITH(t(0), "element access: 1 indices for a tensor of rank 2 {2, 3}");
   REQUIRE_THROWS_AS(t.item(), meld::shape_error);
   const tensor<float>& ct = t;
@@ -140,8 +141,9 @@ TEST_CASE("factories", "[core]") {
 
 TEST_CASE("an impossible allocation throws a clear error", "[core]") {
   // 2^61 floats: the size is representable but no machine has the memory.
-  const std::string msg = test::message_of<meld::allocation_error>(
-      [] { tensor<float> t({1 << 20, 1 << 20, 1 << 21}); });
+  const std::string msg = test::message_of<meld::allocation_error>([] {
+    tensor<float> t({1 << 20, 1 << 20, 1 << 21});
+  });
   INFO(msg);
   REQUIRE(msg.find("tensor<float32> of shape {1048576, 1048576, 2097152}") != std::string::npos);
   REQUIRE(msg.find("cannot allocate") != std::string::npos);

@@ -105,7 +105,8 @@ TEST_CASE("broadcast_to, squeeze and unsqueeze", "[core]") {
   REQUIRE(b(1, 2) == 2.f);
   REQUIRE(b.strides()[0] == 0);
   STATIC_REQUIRE(std::is_const_v<std::remove_pointer_t<decltype(b.data())>>);  // read-only
-  REQUIRE_THROWS_WITH(v.broadcast_to({2, 4}), "broadcast_to: shape {3} cannot be broadcast to {2, 4}");
+  REQUIRE_THROWS_WITH(v.broadcast_to({2, 4}),
+                      "broadcast_to: shape {3} cannot be broadcast to {2, 4}");
 
   auto u = v.unsqueeze(0);
   REQUIRE(u.shape() == shape_t{1, 3});
@@ -125,7 +126,7 @@ TEST_CASE("views of const tensors are read-only; views keep their storage alive"
     return temp.slice(range(1, 3));
   };
   auto keep = make();
-  REQUIRE(keep(1) == 2.f);  // the storage outlives the tensor
+  REQUIRE(keep(1) == 2.f);   // the storage outlives the tensor
   auto e = iota({3}) + 1.f;  // an rvalue tensor in an expression is owned by it
   tensor<float> r = e;
   REQUIRE(r(2) == 3.f);

@@ -21,9 +21,11 @@ TEST_CASE("200 random broadcast shape pairs match a naive loop", "[cpu]") {
     auto b = test::random_tensor<float>(sb, trial * 2 + 2);
     tensor<float> r = a * b - meld::exp(b) / 4.f;
     REQUIRE(r.shape() == expected);
-    check_elements(r, [&](const index_list& i) { return at(a, i) * at(b, i) - std::exp(at(b, i)) / 4.f; });
+    check_elements(
+        r, [&](const index_list& i) { return at(a, i) * at(b, i) - std::exp(at(b, i)) / 4.f; });
     tensor<double> m = meld::where(a > b, meld::cast<double>(a), 0.0);
-    check_elements(m, [&](const index_list& i) { return at(a, i) > at(b, i) ? double(at(a, i)) : 0.0; });
+    check_elements(
+        m, [&](const index_list& i) { return at(a, i) > at(b, i) ? double(at(a, i)) : 0.0; });
   }
 }
 
@@ -36,7 +38,8 @@ TEST_CASE("broadcasting into a view and mixed element types", "[cpu]") {
     auto d = test::random_tensor<double>(out, trial + 400);
     tensor<double> dst(out);
     dst.view() = a * 0.5 + d;  // int32 * double scalar -> double
-    check_elements(dst, [&](const index_list& i) { return at(a, i) * 0.5 + at(d, i); }, 1e-12);
+    check_elements(
+        dst, [&](const index_list& i) { return at(a, i) * 0.5 + at(d, i); }, 1e-12);
   }
 }
 
@@ -56,11 +59,13 @@ TEST_CASE("overlapping sources are evaluated through a temporary", "[cpu]") {
     auto x = test::random_tensor<float>({64, 64}, 3);
     tensor<float> ref = x.transpose();
     x = x.transpose();
-    check_elements(x, [&](const index_list& i) { return at(ref, i); }, 0);
+    check_elements(
+        x, [&](const index_list& i) { return at(ref, i); }, 0);
     auto y = test::random_tensor<double>({37, 37}, 4);
     tensor<double> yref = y.transpose() + y;
     y.view() = y.transpose() + y;
-    check_elements(y, [&](const index_list& i) { return at(yref, i); }, 0);
+    check_elements(
+        y, [&](const index_list& i) { return at(yref, i); }, 0);
   }
   SECTION("shifted slices of one array") {
     auto a = meld::arange<float>(1000.f);
@@ -89,6 +94,11 @@ TEST_CASE("overlapping sources are evaluated through a temporary", "[cpu]") {
     tensor<float> copy(m);
     auto mv = m.view();
     mv = mv - mv.slice(range(0, 1), all);  // subtract the first row from every row
-    check_elements(m, [&](const index_list& i) { return at(copy, i) - at(copy, {0, i[1]}); }, 0);
+    check_elements(
+        m,
+        [&](const index_list& i) {
+          return at(copy, i) - at(copy, {0, i[1]});
+        },
+        0);
   }
 }

@@ -12,9 +12,12 @@ using test::index_list;
 
 namespace {
 
-const shape_t shapes[] = {{}, {1}, {7}, {33}, {1000}, {3, 5}, {4, 1, 9}, {2, 3, 4, 5}, {0}, {2, 0, 3}};
+const shape_t shapes[] = {{},     {1},       {7},          {33}, {1000},
+                          {3, 5}, {4, 1, 9}, {2, 3, 4, 5}, {0},  {2, 0, 3}};
 
-double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
+double sigmoid_ref(double x) {
+  return 1 / (1 + std::exp(-x));
+}
 
 template <class T>
 void check_arithmetic(const shape_t& s, std::uint32_t seed) {
@@ -23,31 +26,44 @@ void check_arithmetic(const shape_t& s, std::uint32_t seed) {
   const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-12;
   tensor<T> r;
   r = a + b;
-  check_elements(r, [&](const index_list& i) { return at(a, i) + at(b, i); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return at(a, i) + at(b, i); }, tol);
   r = a - b;
-  check_elements(r, [&](const index_list& i) { return at(a, i) - at(b, i); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return at(a, i) - at(b, i); }, tol);
   r = a * b;
-  check_elements(r, [&](const index_list& i) { return at(a, i) * at(b, i); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return at(a, i) * at(b, i); }, tol);
   r = -a;
-  check_elements(r, [&](const index_list& i) { return -at(a, i); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return -at(a, i); }, tol);
   r = meld::maximum(a, b);
-  check_elements(r, [&](const index_list& i) { return std::max(at(a, i), at(b, i)); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return std::max(at(a, i), at(b, i)); }, tol);
   r = meld::minimum(a, b);
-  check_elements(r, [&](const index_list& i) { return std::min(at(a, i), at(b, i)); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return std::min(at(a, i), at(b, i)); }, tol);
   r = meld::abs(a);
-  check_elements(r, [&](const index_list& i) { return std::abs(at(a, i)); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return std::abs(at(a, i)); }, tol);
   r = meld::relu(a);
-  check_elements(r, [&](const index_list& i) { return std::max(at(a, i), T(0)); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return std::max(at(a, i), T(0)); }, tol);
   r = meld::where(a > b, a, b * T(2));
-  check_elements(r, [&](const index_list& i) { return at(a, i) > at(b, i) ? at(a, i) : at(b, i) * T(2); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return at(a, i) > at(b, i) ? at(a, i) : at(b, i) * T(2); },
+      tol);
   r = T(3) * a + b * T(2) - T(1);
-  check_elements(r, [&](const index_list& i) { return T(3) * at(a, i) + at(b, i) * T(2) - T(1); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return T(3) * at(a, i) + at(b, i) * T(2) - T(1); }, tol);
   if constexpr (std::is_floating_point_v<T>) {
     r = a / b;
-    check_elements(r, [&](const index_list& i) { return at(a, i) / at(b, i); }, tol);
+    check_elements(
+        r, [&](const index_list& i) { return at(a, i) / at(b, i); }, tol);
   } else {
     r = a / b;  // integer division truncates
-    check_elements(r, [&](const index_list& i) { return at(b, i) == 0 ? 0 : at(a, i) / at(b, i); }, 0);
+    check_elements(
+        r, [&](const index_list& i) { return at(b, i) == 0 ? 0 : at(a, i) / at(b, i); }, 0);
   }
 }
 
@@ -58,23 +74,32 @@ void check_math(const shape_t& s, std::uint32_t seed) {
   const double tol = std::is_same_v<T, float> ? 2e-6 : 1e-13;
   tensor<T> r;
   r = meld::exp(a);
-  check_elements(r, [&](const index_list& i) { return std::exp(double(at(a, i))); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return std::exp(double(at(a, i))); }, tol);
   r = meld::log(p);
-  check_elements(r, [&](const index_list& i) { return std::log(double(at(p, i))); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return std::log(double(at(p, i))); }, tol);
   r = meld::sqrt(p);
-  check_elements(r, [&](const index_list& i) { return std::sqrt(double(at(p, i))); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return std::sqrt(double(at(p, i))); }, tol);
   r = meld::tanh(a);
-  check_elements(r, [&](const index_list& i) { return std::tanh(double(at(a, i))); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return std::tanh(double(at(a, i))); }, tol);
   r = meld::sigmoid(a);
-  check_elements(r, [&](const index_list& i) { return sigmoid_ref(double(at(a, i))); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return sigmoid_ref(double(at(a, i))); }, tol);
   r = meld::sin(a) + meld::cos(a);
-  check_elements(r, [&](const index_list& i) { return std::sin(double(at(a, i))) + std::cos(double(at(a, i))); },
-                 tol * 4);
+  check_elements(
+      r,
+      [&](const index_list& i) { return std::sin(double(at(a, i))) + std::cos(double(at(a, i))); },
+      tol * 4);
   r = meld::pow(p, a);
-  check_elements(r, [&](const index_list& i) { return std::pow(double(at(p, i)), double(at(a, i))); },
-                 tol * 8);
+  check_elements(
+      r, [&](const index_list& i) { return std::pow(double(at(p, i)), double(at(a, i))); },
+      tol * 8);
   r = meld::square(a);
-  check_elements(r, [&](const index_list& i) { return double(at(a, i)) * at(a, i); }, tol);
+  check_elements(
+      r, [&](const index_list& i) { return double(at(a, i)) * at(a, i); }, tol);
 }
 
 }  // namespace
@@ -104,19 +129,26 @@ TEST_CASE("comparisons give 1 and 0; logic combines them", "[cpu]") {
   auto b = test::random_tensor<float>({101}, 6);
   tensor<float> r;
   r = a < b;
-  check_elements(r, [&](const index_list& i) { return at(a, i) < at(b, i); }, 0);
+  check_elements(
+      r, [&](const index_list& i) { return at(a, i) < at(b, i); }, 0);
   r = a <= b;
-  check_elements(r, [&](const index_list& i) { return at(a, i) <= at(b, i); }, 0);
+  check_elements(
+      r, [&](const index_list& i) { return at(a, i) <= at(b, i); }, 0);
   r = a >= 0.5f;
-  check_elements(r, [&](const index_list& i) { return at(a, i) >= 0.5f; }, 0);
+  check_elements(
+      r, [&](const index_list& i) { return at(a, i) >= 0.5f; }, 0);
   r = a == a;
   REQUIRE(meld::sum(r) == 101.f);
   r = a != a;
   REQUIRE(meld::sum(r) == 0.f);
-  tensor<std::int32_t> m = meld::logical_and(a > 0.f, !(b > 0.f)) + meld::logical_or(a > 1.f, b > 1.f);
-  check_elements(m, [&](const index_list& i) {
-    return int(at(a, i) > 0 && !(at(b, i) > 0)) + int(at(a, i) > 1 || at(b, i) > 1);
-  }, 0);
+  tensor<std::int32_t> m =
+      meld::logical_and(a > 0.f, !(b > 0.f)) + meld::logical_or(a > 1.f, b > 1.f);
+  check_elements(
+      m,
+      [&](const index_list& i) {
+        return int(at(a, i) > 0 && !(at(b, i) > 0)) + int(at(a, i) > 1 || at(b, i) > 1);
+      },
+      0);
   REQUIRE(meld::sum(a > b) == meld::sum(meld::cast<std::int64_t>(a > b)));
 }
 
@@ -175,9 +207,15 @@ TEST_CASE("NaN propagates through maximum, minimum and relu", "[cpu]") {
 TEST_CASE("casts convert each element", "[cpu]") {
   auto x = test::random_tensor<double>({3, 50}, 9, -100, 100);
   tensor<std::int32_t> i = meld::cast<std::int32_t>(x);
-  check_elements(i, [&](const index_list& k) { return static_cast<std::int32_t>(at(x, k)); }, 0);
+  check_elements(
+      i, [&](const index_list& k) { return static_cast<std::int32_t>(at(x, k)); }, 0);
   tensor<float> f = meld::cast<float>(i) * 0.5f;
-  check_elements(f, [&](const index_list& k) { return static_cast<float>(static_cast<std::int32_t>(at(x, k))) * 0.5f; }, 0);
+  check_elements(
+      f,
+      [&](const index_list& k) {
+        return static_cast<float>(static_cast<std::int32_t>(at(x, k))) * 0.5f;
+      },
+      0);
 }
 
 TEST_CASE("operands may be strided, reversed and broadcast views", "[cpu]") {
@@ -215,11 +253,13 @@ TEST_CASE("expressions are lazy and never dangle", "[cpu]") {
 
 TEST_CASE("shape errors name the operation and both shapes", "[cpu]") {
   tensor<float> a({3, 4}), b({5}), c({2, 3});
-  REQUIRE_THROWS_WITH(a + b, "operator+: shapes {3, 4} and {5} cannot be broadcast (axis -1: 4 vs 5)");
+  REQUIRE_THROWS_WITH(a + b,
+                      "operator+: shapes {3, 4} and {5} cannot be broadcast (axis -1: 4 vs 5)");
   REQUIRE_THROWS_WITH(meld::where(a > 0.f, a, c),
                       "where: shapes {3, 4} and {2, 3} cannot be broadcast (axis -2: 3 vs 2)");
-  REQUIRE_THROWS_WITH(a.slice(0) = c,
-                      "assignment: an expression of shape {2, 3} cannot be assigned to a tensor of shape {4}");
+  REQUIRE_THROWS_WITH(
+      a.slice(0) = c,
+      "assignment: an expression of shape {2, 3} cannot be assigned to a tensor of shape {4}");
   // A failed assignment leaves the destination as it was.
   a = 1.f;
   REQUIRE_THROWS_AS(a.view() = a + b, meld::shape_error);

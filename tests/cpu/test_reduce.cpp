@@ -42,15 +42,16 @@ tensor<double> naive_axis(const X& x, int axis, double init, F f) {
 }  // namespace
 
 TEST_CASE("reductions over all elements", "[cpu]") {
-  for (const shape_t& s : {shape_t{1}, shape_t{7}, shape_t{1000}, shape_t{3, 333}, shape_t{4, 5, 6},
-                           shape_t{70001}}) {
+  for (const shape_t& s :
+       {shape_t{1}, shape_t{7}, shape_t{1000}, shape_t{3, 333}, shape_t{4, 5, 6}, shape_t{70001}}) {
     INFO("shape " << s);
     auto x = test::random_tensor<double>(s, 11, -1, 1);
     auto y = test::random_tensor<double>(s, 12, 0.5, 1.5);
     const double n = double(x.size());
     REQUIRE(meld::sum(x) == Approx(naive_sum<double>(x)).margin(1e-12));
     REQUIRE(meld::mean(x) == Approx(naive_sum<double>(x) / n).margin(1e-12));
-    REQUIRE(meld::sum(x * y + 1.0) == Approx(naive_sum<double>(tensor<double>(x * y + 1.0))).margin(1e-9));
+    REQUIRE(meld::sum(x * y + 1.0) ==
+            Approx(naive_sum<double>(tensor<double>(x * y + 1.0))).margin(1e-9));
     REQUIRE(meld::dot(x, y) == Approx(naive_sum<double>(tensor<double>(x * y))).margin(1e-9));
     double mx = -1e300, mn = 1e300, pr = 1;
     index_t amax = 0, amin = 0, k = 0;
@@ -89,7 +90,8 @@ TEST_CASE("empty and NaN reductions", "[cpu]") {
   REQUIRE(meld::sum(e) == 0.f);
   REQUIRE(meld::prod(e) == 1.f);
   REQUIRE(std::isnan(meld::mean(e)));
-  REQUIRE_THROWS_WITH(meld::max(e), "max: the expression of shape {0, 3} is empty, and an empty max has no value");
+  REQUIRE_THROWS_WITH(
+      meld::max(e), "max: the expression of shape {0, 3} is empty, and an empty max has no value");
   REQUIRE_THROWS_AS(meld::argmin(e), meld::shape_error);
   tensor<float> x = meld::arange<float>(10.f);
   x(4) = std::numeric_limits<float>::quiet_NaN();
@@ -112,28 +114,36 @@ TEST_CASE("reductions along an axis", "[cpu]") {
       auto ref_min = naive_axis(x, axis, 1e300, [](double a, double v) { return std::min(a, v); });
       auto ref_prod = naive_axis(x, axis, 1.0, [](double a, double v) { return a * v; });
       tensor<double> r = meld::sum(x, axis);
-      check_elements(r, [&](const index_list& i) { return at(ref_sum, i); }, 1e-12);
+      check_elements(
+          r, [&](const index_list& i) { return at(ref_sum, i); }, 1e-12);
       r = meld::mean(x, axis);
-      check_elements(r, [&](const index_list& i) { return at(ref_sum, i) / n; }, 1e-12);
+      check_elements(
+          r, [&](const index_list& i) { return at(ref_sum, i) / n; }, 1e-12);
       r = meld::max(x, axis);
-      check_elements(r, [&](const index_list& i) { return at(ref_max, i); }, 0);
+      check_elements(
+          r, [&](const index_list& i) { return at(ref_max, i); }, 0);
       r = meld::min(x, axis - s.size());  // negative axis
-      check_elements(r, [&](const index_list& i) { return at(ref_min, i); }, 0);
+      check_elements(
+          r, [&](const index_list& i) { return at(ref_min, i); }, 0);
       r = meld::prod(x, axis);
-      check_elements(r, [&](const index_list& i) { return at(ref_prod, i); }, 1e-12);
+      check_elements(
+          r, [&](const index_list& i) { return at(ref_prod, i); }, 1e-12);
       tensor<std::int64_t> am = meld::argmax(x, axis);
-      check_elements(am, [&](const index_list& o) {
-        index_list full = o;
-        full.insert(full.begin() + axis, 0);
-        index_t best = 0;
-        for (index_t k = 1; k < s[axis]; ++k) {
-          full[axis] = k;
-          const double v = at(x, full);
-          full[axis] = best;
-          if (v > at(x, full)) best = k;
-        }
-        return best;
-      }, 0);
+      check_elements(
+          am,
+          [&](const index_list& o) {
+            index_list full = o;
+            full.insert(full.begin() + axis, 0);
+            index_t best = 0;
+            for (index_t k = 1; k < s[axis]; ++k) {
+              full[axis] = k;
+              const double v = at(x, full);
+              full[axis] = best;
+              if (v > at(x, full)) best = k;
+            }
+            return best;
+          },
+          0);
       tensor<double> kept = meld::sum(x, axis, /*keepdims=*/true);
       REQUIRE(kept.rank() == s.size());
       REQUIRE(kept.shape()[axis] == 1);
@@ -150,7 +160,8 @@ TEST_CASE("axis reductions compose with elementwise expressions", "[cpu]") {
     double mx = -1e30, z = 0;
     for (index_t c = 0; c < 10; ++c) mx = std::max(mx, double(x(r, c)));
     for (index_t c = 0; c < 10; ++c) z += std::exp(double(x(r, c)) - mx);
-    for (index_t c = 0; c < 10; ++c) REQUIRE(p(r, c) == Approx(std::exp(double(x(r, c)) - mx) / z).epsilon(1e-5));
+    for (index_t c = 0; c < 10; ++c)
+      REQUIRE(p(r, c) == Approx(std::exp(double(x(r, c)) - mx) / z).epsilon(1e-5));
   }
   tensor<float> colsum = meld::sum(x * 2.f, 0) + 1.f;  // a sum of an expression, then more work
   REQUIRE(colsum.shape() == shape_t{10});
@@ -168,7 +179,8 @@ TEST_CASE("axis reductions compose with elementwise expressions", "[cpu]") {
 TEST_CASE("axis reduction errors", "[cpu]") {
   tensor<float> x({2, 0});
   REQUIRE_THROWS_WITH(meld::sum(x, 2), "sum: axis 2 is out of range for a tensor of rank 2");
-  REQUIRE_THROWS_WITH(meld::max(x, 1), "max: axis 1 of shape {2, 0} is empty, and an empty max has no value");
+  REQUIRE_THROWS_WITH(meld::max(x, 1),
+                      "max: axis 1 of shape {2, 0} is empty, and an empty max has no value");
   tensor<float> s = meld::sum(x, 1);
   REQUIRE(s.shape() == shape_t{2});
   REQUIRE(s(1) == 0.f);
@@ -187,8 +199,8 @@ TEST_CASE("float sums are pairwise-accurate on 10^7 elements", "[cpu]") {
   naive = naive_f;
   const double got = meld::sum(x);
   const double bound = 70 * std::numeric_limits<float>::epsilon() * exact;
-  INFO("pairwise error " << std::abs(got - exact) << ", naive float loop error " << std::abs(naive - exact)
-                         << ", bound " << bound);
+  INFO("pairwise error " << std::abs(got - exact) << ", naive float loop error "
+                         << std::abs(naive - exact) << ", bound " << bound);
   REQUIRE(std::abs(got - exact) <= bound);
   REQUIRE(std::abs(got - exact) * 100 < std::abs(naive - exact));
   // A mean of the same data, and a fused expression.

@@ -103,9 +103,13 @@ TEST_CASE("the pool runs nested and concurrent loops without deadlock", "[cpu]")
   t1.join();
   t2.join();
   REQUIRE(meld::sum(r1 != r2) == 0);
-  REQUIRE_THROWS_AS(meld::thread_pool::global().parallel_for(8, [](index_t i) {
-    if (i == 5) throw std::runtime_error("task 5 failed");
-  }), std::runtime_error);
+  REQUIRE_THROWS_AS(
+      meld::thread_pool::global().parallel_for(8,
+                                               [](index_t i) {
+                                                 if (i == 5)
+                                                   throw std::runtime_error("task 5 failed");
+                                               }),
+      std::runtime_error);
   tensor<float> after = a + 1.f;  // the pool is usable after a failed loop
   REQUIRE(after(0) == a(0) + 1.f);
 }

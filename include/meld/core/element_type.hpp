@@ -23,12 +23,18 @@ concept scalar_type = std::is_arithmetic_v<std::remove_cvref_t<S>>;
 
 template <class T>
 constexpr const char* type_name() {
-  if constexpr (std::is_same_v<T, float>) return "float32";
-  else if constexpr (std::is_same_v<T, double>) return "float64";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
-  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
-  else if constexpr (std::is_same_v<T, bool>) return "bool";
-  else return "unknown";
+  if constexpr (std::is_same_v<T, float>)
+    return "float32";
+  else if constexpr (std::is_same_v<T, double>)
+    return "float64";
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return "int32";
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return "int64";
+  else if constexpr (std::is_same_v<T, bool>)
+    return "bool";
+  else
+    return "unknown";
 }
 
 // A scalar combined with an expression of element type T is "weak", as in numpy: it takes T's type

@@ -22,10 +22,11 @@ class dims {
 
   // From any range of integers (std::vector<int>, std::array<std::size_t, N>, ...).
   template <class Range>
-    requires requires(const Range& r) { std::begin(r); std::end(r); }
-  explicit dims(const Range& values) {
-    assign(std::begin(values), std::end(values));
+  requires requires(const Range& r) {
+    std::begin(r);
+    std::end(r);
   }
+  explicit dims(const Range& values) { assign(std::begin(values), std::end(values)); }
 
   // n copies of value.
   static dims filled(int n, index_t value) {
@@ -90,7 +91,8 @@ class dims {
  private:
   static void check_rank(long n, const char* what) {
     if (n < 0 || n > max_rank)
-      throw shape_error(detail::cat(what, ": rank ", n, " exceeds meld::max_rank (", max_rank, ")"));
+      throw shape_error(
+          detail::cat(what, ": rank ", n, " exceeds meld::max_rank (", max_rank, ")"));
   }
   template <class It>
   void assign(It first, It last) {

@@ -27,7 +27,7 @@ template <class S, class... Ts>
 inline constexpr bool same_numeric = (std::is_same_v<Ts, S> && ...) && !std::is_same_v<S, bool>;
 
 template <class S, class... Ts>
-inline constexpr bool same_floating = same_numeric<S, Ts...> && std::is_floating_point_v<S>;
+inline constexpr bool same_floating = same_numeric<S, Ts...>&& std::is_floating_point_v<S>;
 
 }  // namespace detail
 
@@ -99,18 +99,19 @@ struct negate {
   }
 };
 
-// ---- comparisons and logic (value type bool) -------------------------------------------------------
+// ---- comparisons and logic (value type bool)
+// -------------------------------------------------------
 
-#define MELD_COMPARISON(NAME, OP)                                \
-  struct NAME {                                                  \
-    static constexpr int cost = 1;                               \
-    template <class S, class... Ts>                              \
-    static constexpr bool simd = detail::same_numeric<S, Ts...>; \
-    template <class A, class B>                                  \
-    MELD_HD MELD_INLINE auto operator()(const A& a, const B& b) const {      \
-      return a OP b;                                             \
-    }                                                            \
-    static constexpr const char* name = "operator" #OP;          \
+#define MELD_COMPARISON(NAME, OP)                                       \
+  struct NAME {                                                         \
+    static constexpr int cost = 1;                                      \
+    template <class S, class... Ts>                                     \
+    static constexpr bool simd = detail::same_numeric<S, Ts...>;        \
+    template <class A, class B>                                         \
+    MELD_HD MELD_INLINE auto operator()(const A& a, const B& b) const { \
+      return a OP b;                                                    \
+    }                                                                   \
+    static constexpr const char* name = "operator" #OP;                 \
   };
 MELD_COMPARISON(less, <)
 MELD_COMPARISON(less_equal, <=)
@@ -168,8 +169,8 @@ struct logical_not {
 struct select {
   static constexpr int cost = 1;
   template <class S, class C, class A, class B>
-  static constexpr bool simd =
-      (std::is_same_v<C, bool> || std::is_same_v<C, S>)&&detail::same_numeric<S, A, B>;
+  static constexpr bool simd = (std::is_same_v<C, bool> ||
+                                std::is_same_v<C, S>)&&detail::same_numeric<S, A, B>;
   template <class C, class A, class B>
   MELD_HD MELD_INLINE auto operator()(const C& c, const A& a, const B& b) const {
     using detail::select;
@@ -186,7 +187,8 @@ struct select {
   static constexpr const char* name = "where";
 };
 
-// ---- math -----------------------------------------------------------------------------------------
+// ---- math
+// -----------------------------------------------------------------------------------------
 
 // Transcendental functions of integers are computed in double, as in numpy.
 #define MELD_MATH_FUNCTION(NAME, COST, EXPR)                      \
@@ -285,7 +287,8 @@ struct minimum {
 };
 
 // a^b. Integers raised to integer powers stay integers (exact, by squaring; a negative exponent
-// gives 0 unless |a| == 1, as the exact result truncates); anything else uses pow in floating point.
+// gives 0 unless |a| == 1, as the exact result truncates); anything else uses pow in floating
+// point.
 struct power {
   static constexpr int cost = 24;
   template <class S, class... Ts>
@@ -318,7 +321,7 @@ template <class To>
 struct cast_op {
   static constexpr int cost = 1;
   template <class S, class... Ts>
-  static constexpr bool simd = std::is_same_v<To, S> && detail::same_numeric<S, Ts...>;
+  static constexpr bool simd = std::is_same_v<To, S>&& detail::same_numeric<S, Ts...>;
   template <class A>
   MELD_HD MELD_INLINE To operator()(const A& a) const {
     return static_cast<To>(a);

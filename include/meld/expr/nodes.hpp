@@ -52,9 +52,8 @@ class unary_expr : public expression_tag {
   using backend_type = backend_t<A>;
   static constexpr int cost = Op::cost + detail::cost_of<A>::value;
   template <class S>
-  static constexpr bool simd_for = detail::batch_value<value_type, S> &&
-                                   Op::template simd<S, value_t<A>> &&
-                                   detail::simd_capable<A, S>::value;
+  static constexpr bool simd_for = detail::batch_value<value_type, S>&&
+      Op::template simd<S, value_t<A>>&& detail::simd_capable<A, S>::value;
 
   unary_expr(Op op, A a) : op_(op), a_(std::move(a)) {}
 
@@ -77,8 +76,8 @@ class binary_expr : public expression_tag {
   static constexpr int cost = Op::cost + detail::cost_of<A>::value + detail::cost_of<B>::value;
   template <class S>
   static constexpr bool simd_for =
-      detail::batch_value<value_type, S> && Op::template simd<S, value_t<A>, value_t<B>> &&
-      detail::simd_capable<A, S>::value && detail::simd_capable<B, S>::value;
+      detail::batch_value<value_type, S>&& Op::template simd<S, value_t<A>, value_t<B>>&&
+          detail::simd_capable<A, S>::value&& detail::simd_capable<B, S>::value;
 
   binary_expr(Op op, A a, B b) : op_(op), a_(std::move(a)), b_(std::move(b)) {
     if (!uniform_shape()) (void)shape();  // throws shape_error when they do not broadcast
@@ -97,8 +96,10 @@ class binary_expr : public expression_tag {
 
  private:
   static const char* name() {
-    if constexpr (requires { Op::name; }) return Op::name;
-    else return "elementwise operation";
+    if constexpr (requires { Op::name; })
+      return Op::name;
+    else
+      return "elementwise operation";
   }
   [[no_unique_address]] Op op_;
   A a_;
@@ -111,14 +112,12 @@ class ternary_expr : public expression_tag {
   using value_type = std::remove_cvref_t<decltype(std::declval<Op>()(
       std::declval<value_t<A>>(), std::declval<value_t<B>>(), std::declval<value_t<C>>()))>;
   using backend_type = common_backend_t<backend_t<A>, backend_t<B>, backend_t<C>>;
-  static constexpr int cost = Op::cost + detail::cost_of<A>::value + detail::cost_of<B>::value +
-                              detail::cost_of<C>::value;
+  static constexpr int cost =
+      Op::cost + detail::cost_of<A>::value + detail::cost_of<B>::value + detail::cost_of<C>::value;
   template <class S>
-  static constexpr bool simd_for =
-      detail::batch_value<value_type, S> &&
-      Op::template simd<S, value_t<A>, value_t<B>, value_t<C>> &&
-      detail::simd_capable<A, S>::value && detail::simd_capable<B, S>::value &&
-      detail::simd_capable<C, S>::value;
+  static constexpr bool simd_for = detail::batch_value<value_type, S>&&
+      Op::template simd<S, value_t<A>, value_t<B>, value_t<C>>&& detail::simd_capable<A, S>::value&&
+          detail::simd_capable<B, S>::value&& detail::simd_capable<C, S>::value;
 
   ternary_expr(Op op, A a, B b, C c)
       : op_(op), a_(std::move(a)), b_(std::move(b)), c_(std::move(c)) {
@@ -131,7 +130,8 @@ class ternary_expr : public expression_tag {
   }
   shape_t shape() const {
     if (const shape_t* u = uniform_shape()) return *u;
-    return broadcast_shapes(broadcast_shapes(a_.shape(), b_.shape(), Op::name), c_.shape(), Op::name);
+    return broadcast_shapes(broadcast_shapes(a_.shape(), b_.shape(), Op::name), c_.shape(),
+                            Op::name);
   }
   const Op& op() const { return op_; }
   const A& first() const { return a_; }

@@ -53,10 +53,10 @@ auto make_unary(A&& a, Op op = {}) {
 
 }  // namespace detail
 
-#define MELD_BINARY_OPERATOR(OP, FUNCTOR)                      \
-  template <class A, class B>                                  \
-    requires detail::operand_pair<A, B>                        \
-  auto operator OP(A&& a, B&& b) {                             \
+#define MELD_BINARY_OPERATOR(OP, FUNCTOR)                                             \
+  template <class A, class B>                                                         \
+  requires detail::operand_pair<A, B>                                                 \
+  auto operator OP(A&& a, B&& b) {                                                    \
     return detail::make_binary<ops::FUNCTOR>(std::forward<A>(a), std::forward<B>(b)); \
   }
 MELD_BINARY_OPERATOR(+, plus)
@@ -81,11 +81,11 @@ auto operator!(A&& a) {
   return detail::make_unary<ops::logical_not>(std::forward<A>(a));
 }
 
-#define MELD_BINARY_FUNCTION(NAME, FUNCTOR)                                               \
-  template <class A, class B>                                                             \
-    requires detail::operand_pair<A, B>                                                   \
-  auto NAME(A&& a, B&& b) {                                                               \
-    return detail::make_binary<ops::FUNCTOR>(std::forward<A>(a), std::forward<B>(b));     \
+#define MELD_BINARY_FUNCTION(NAME, FUNCTOR)                                           \
+  template <class A, class B>                                                         \
+  requires detail::operand_pair<A, B>                                                 \
+  auto NAME(A&& a, B&& b) {                                                           \
+    return detail::make_binary<ops::FUNCTOR>(std::forward<A>(a), std::forward<B>(b)); \
   }
 MELD_BINARY_FUNCTION(maximum, maximum)
 MELD_BINARY_FUNCTION(minimum, minimum)
@@ -94,9 +94,9 @@ MELD_BINARY_FUNCTION(logical_and, logical_and)
 MELD_BINARY_FUNCTION(logical_or, logical_or)
 #undef MELD_BINARY_FUNCTION
 
-#define MELD_UNARY_FUNCTION(NAME)                         \
-  template <expression A>                                 \
-  auto NAME(A&& a) {                                      \
+#define MELD_UNARY_FUNCTION(NAME)                                  \
+  template <expression A>                                          \
+  auto NAME(A&& a) {                                               \
     return detail::make_unary<ops::NAME##_op>(std::forward<A>(a)); \
   }
 MELD_UNARY_FUNCTION(abs)
@@ -124,8 +124,8 @@ auto cast(A&& a) {
 
 // Elementwise choice: a where cond holds (or is nonzero), else b. Any of a, b may be scalars.
 template <expression C, class A, class B>
-  requires((expression<A> || scalar_type<A>) && (expression<B> || scalar_type<B>))
-auto where(C&& cond, A&& a, B&& b) {
+requires((expression<A> || scalar_type<A>)&&(expression<B> ||
+                                             scalar_type<B>)) auto where(C&& cond, A&& a, B&& b) {
   auto cc = make_closure(std::forward<C>(cond));
   // A scalar branch takes the type of the other branch (or of the condition if both are scalars).
   using other_a = std::conditional_t<expression<B>, B, C>;

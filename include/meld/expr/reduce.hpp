@@ -54,8 +54,10 @@ struct max {
   using result = T;
   template <class T>
   static MELD_HD constexpr T identity() {
-    if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
-    else return std::numeric_limits<T>::lowest();
+    if constexpr (std::numeric_limits<T>::has_infinity)
+      return -std::numeric_limits<T>::infinity();
+    else
+      return std::numeric_limits<T>::lowest();
   }
   template <class V>
   MELD_HD MELD_INLINE V operator()(const V& a, const V& b) const {
@@ -70,8 +72,10 @@ struct min {
   using result = T;
   template <class T>
   static MELD_HD constexpr T identity() {
-    if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
-    else return std::numeric_limits<T>::max();
+    if constexpr (std::numeric_limits<T>::has_infinity)
+      return std::numeric_limits<T>::infinity();
+    else
+      return std::numeric_limits<T>::max();
   }
   template <class V>
   MELD_HD MELD_INLINE V operator()(const V& a, const V& b) const {
@@ -131,8 +135,10 @@ class reduce_expr : public expression_tag {
       throw shape_error(detail::cat(R::name, ": axis ", axis, " of shape ", in,
                                     " is empty, and an empty ", R::name, " has no value"));
     shape_ = in;
-    if (keepdims_) shape_[axis_] = 1;
-    else shape_.erase(axis_);
+    if (keepdims_)
+      shape_[axis_] = 1;
+    else
+      shape_.erase(axis_);
   }
 
   const shape_t& shape() const { return shape_; }
@@ -201,18 +207,19 @@ auto argmin(E&& e) {
 
 // sum(a * b): the inner product of two expressions of one shape (broadcasting allowed).
 template <class A, class B>
-  requires expression<A> && expression<B>
+requires expression<A> && expression<B>
 auto dot(A&& a, B&& b) {
   return sum(std::forward<A>(a) * std::forward<B>(b));
 }
 
-// ---- along an axis: return an expression ---------------------------------------------------------
-// axis may be negative (-1 is the last); keepdims keeps the reduced axis with extent 1, so that the
-// result broadcasts against the operand (x - max(x, -1, true)).
+// ---- along an axis: return an expression
+// --------------------------------------------------------- axis may be negative (-1 is the last);
+// keepdims keeps the reduced axis with extent 1, so that the result broadcasts against the operand
+// (x - max(x, -1, true)).
 
-#define MELD_AXIS_REDUCTION(NAME)                                         \
-  template <expression E>                                                 \
-  auto NAME(E&& e, long axis, bool keepdims = false) {                    \
+#define MELD_AXIS_REDUCTION(NAME)                                                   \
+  template <expression E>                                                           \
+  auto NAME(E&& e, long axis, bool keepdims = false) {                              \
     return detail::make_reduce<reducers::NAME>(std::forward<E>(e), axis, keepdims); \
   }
 MELD_AXIS_REDUCTION(sum)

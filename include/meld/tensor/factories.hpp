@@ -31,7 +31,8 @@ tensor<T, Backend> arange(T start, T stop, T step = T(1)) {
   if (step == T(0)) throw shape_error("arange: step is 0");
   const double count = std::ceil((static_cast<double>(stop) - static_cast<double>(start)) /
                                  static_cast<double>(step));
-  if (!(count < 9.2e18)) throw shape_error(detail::cat("arange: ", count, " elements are too many"));
+  if (!(count < 9.2e18))
+    throw shape_error(detail::cat("arange: ", count, " elements are too many"));
   const index_t n = count > 0 ? static_cast<index_t>(count) : 0;
   tensor<T, Backend> t({n}, uninitialized);
   T* p = t.data();
@@ -52,7 +53,8 @@ tensor<T, Backend> linspace(T start, T stop, index_t n) {
   T* p = t.data();
   const double a = static_cast<double>(start), b = static_cast<double>(stop);
   for (index_t i = 0; i < n; ++i)
-    p[i] = static_cast<T>(n == 1 ? a : a + (b - a) * static_cast<double>(i) / static_cast<double>(n - 1));
+    p[i] = static_cast<T>(
+        n == 1 ? a : a + (b - a) * static_cast<double>(i) / static_cast<double>(n - 1));
   if (n > 1) p[n - 1] = stop;
   return t;
 }

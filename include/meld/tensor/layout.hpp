@@ -35,7 +35,7 @@ inline bool is_row_major(const shape_t& shape, const strides_t& strides) {
 
 template <class S>
 concept slice_spec = std::same_as<std::remove_cvref_t<S>, all_t> ||
-                     std::same_as<std::remove_cvref_t<S>, range> || std::integral<std::remove_cvref_t<S>>;
+    std::same_as<std::remove_cvref_t<S>, range> || std::integral<std::remove_cvref_t<S>>;
 
 template <class... Specs>
 layout slice_layout(const shape_t& shape, const strides_t& strides, const Specs&... specs) {
@@ -105,8 +105,8 @@ inline layout squeeze_layout(const shape_t& shape, const strides_t& strides,
   layout out;
   const int only = axis ? normalize_axis(*axis, shape.size(), "squeeze") : -1;
   if (axis && shape[only] != 1)
-    throw shape_error(cat("squeeze: axis ", *axis, " of shape ", shape, " has extent ",
-                          shape[only], ", not 1"));
+    throw shape_error(
+        cat("squeeze: axis ", *axis, " of shape ", shape, " has extent ", shape[only], ", not 1"));
   for (int i = 0; i < shape.size(); ++i) {
     if (axis ? i == only : shape[i] == 1) continue;
     out.shape.push_back(shape[i]);

@@ -40,8 +40,9 @@ inline philox_words philox4x32(philox_words counter, std::uint32_t k0, std::uint
 }
 
 inline philox_words philox4x32(std::uint64_t counter, std::uint64_t key) {
-  return philox4x32({{static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32), 0, 0}},
-                    static_cast<std::uint32_t>(key), static_cast<std::uint32_t>(key >> 32));
+  return philox4x32(
+      {{static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32), 0, 0}},
+      static_cast<std::uint32_t>(key), static_cast<std::uint32_t>(key >> 32));
 }
 
 // A uniform value in [0, 1) from random bits: 24 bits for float, 53 for double.

@@ -39,15 +39,17 @@ struct resolved_range {
 };
 
 inline std::string describe(const range& r) {
-  auto s = [](const std::optional<index_t>& v) { return v ? std::to_string(*v) : std::string(":"); };
+  auto s = [](const std::optional<index_t>& v) {
+    return v ? std::to_string(*v) : std::string(":");
+  };
   return cat("range(", s(r.start), ", ", s(r.stop), ", ", r.step, ")");
 }
 
 inline resolved_range resolve(const range& r, index_t n, int axis) {
   if (r.step == 0) throw shape_error(cat("slice: ", describe(r), " on axis ", axis, " has step 0"));
   auto fail = [&] {
-    throw shape_error(cat("slice: ", describe(r), " is out of range for axis ", axis,
-                          " of extent ", n));
+    throw shape_error(
+        cat("slice: ", describe(r), " is out of range for axis ", axis, " of extent ", n));
   };
   auto norm = [&](index_t v) { return v < 0 ? v + n : v; };
   resolved_range out;

@@ -44,8 +44,8 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   // Evaluates an expression. Implicit for expressions (tensor<float> y = a * x + b), explicit
   // from another tensor (a deep copy).
   template <expression E>
-    requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)
-  explicit(detail::is_tensor<std::remove_cvref_t<E>>) tensor(E&& e) {
+  requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>) explicit(
+      detail::is_tensor<std::remove_cvref_t<E>>) tensor(E&& e) {
     allocate(e.shape());
     detail::assign_to_view(*this, e, "tensor construction");
   }
@@ -70,8 +70,7 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
     return *this;
   }
   template <expression E>
-    requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)
-  tensor& operator=(E&& e) {
+  requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>) tensor& operator=(E&& e) {
     assign(e);
     return *this;
   }
@@ -84,12 +83,11 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
 
   // Compound assignment: the result must have this tensor's shape (the right-hand side
   // broadcasts to it, never the reverse).
-#define MELD_TENSOR_COMPOUND(OP)                                        \
-  template <class E>                                                    \
-    requires(expression<E> || scalar_type<E>)                           \
-  tensor& operator OP##=(E&& e) {                                       \
+#define MELD_TENSOR_COMPOUND(OP)                                                    \
+  template <class E>                                                                \
+  requires(expression<E> || scalar_type<E>) tensor& operator OP##=(E&& e) {         \
     detail::assign_to_view(*this, *this OP std::forward<E>(e), "operator" #OP "="); \
-    return *this;                                                       \
+    return *this;                                                                   \
   }
   MELD_TENSOR_COMPOUND(+)
   MELD_TENSOR_COMPOUND(-)
@@ -98,16 +96,32 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
 #undef MELD_TENSOR_COMPOUND
 
   // A deep copy.
-  tensor clone() const { return tensor(*this); }
+  tensor clone() const {
+    return tensor(*this);
+  }
 
-  void fill(T value) { executor<Backend>::fill(this->data_, this->size(), value); }
+  void fill(T value) {
+    executor<Backend>::fill(this->data_, this->size(), value);
+  }
 
-  T* data() { return this->data_; }
-  const T* data() const { return this->data_; }
-  T* begin() { return data(); }
-  T* end() { return data() + this->size(); }
-  const T* begin() const { return data(); }
-  const T* end() const { return data() + this->size(); }
+  T* data() {
+    return this->data_;
+  }
+  const T* data() const {
+    return this->data_;
+  }
+  T* begin() {
+    return data();
+  }
+  T* end() {
+    return data() + this->size();
+  }
+  const T* begin() const {
+    return data();
+  }
+  const T* end() const {
+    return data() + this->size();
+  }
 
   void swap(tensor& other) noexcept {
     std::swap(this->storage_, other.storage_);
@@ -130,8 +144,8 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
     try {
       this->storage_ = n ? std::make_shared<storage_type>(n) : nullptr;
     } catch (const allocation_error& e) {
-      throw allocation_error(detail::cat("tensor<", type_name<T>(), "> of shape ", shape, ": ",
-                                         e.what()));
+      throw allocation_error(
+          detail::cat("tensor<", type_name<T>(), "> of shape ", shape, ": ", e.what()));
     }
     this->data_ = n ? this->storage_->data() : nullptr;
     this->shape_ = shape;

@@ -62,8 +62,8 @@ class strided_tensor : public expression_tag {
   // The value of a one-element tensor (any rank).
   value_type item() const {
     if (size() != 1)
-      throw shape_error(detail::cat("item: tensor of shape ", shape_, " has ", size(),
-                                    " elements, not 1"));
+      throw shape_error(
+          detail::cat("item: tensor of shape ", shape_, " has ", size(), " elements, not 1"));
     return *derived().data();
   }
 
@@ -97,9 +97,7 @@ class strided_tensor : public expression_tag {
   // A view with another shape of the same element count (one extent may be -1). Throws when the
   // strides do not allow it without a copy.
   auto reshape(const shape_t& to) { return make_view(reshape_layout(shape_, strides_, to)); }
-  auto reshape(const shape_t& to) const {
-    return make_cview(reshape_layout(shape_, strides_, to));
-  }
+  auto reshape(const shape_t& to) const { return make_cview(reshape_layout(shape_, strides_, to)); }
   auto flatten() { return reshape({-1}); }
   auto flatten() const { return reshape({-1}); }
 

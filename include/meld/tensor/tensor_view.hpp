@@ -33,8 +33,8 @@ class tensor_view : public detail::strided_tensor<tensor_view<T, Backend>, T, Ba
 
   // A view of mutable elements converts to a view of const ones.
   template <class U>
-    requires(std::is_const_v<T> && std::is_same_v<U, value_type>)
-  tensor_view(const tensor_view<U, Backend>& other)
+  requires(std::is_const_v<T>&& std::is_same_v<U, value_type>)
+      tensor_view(const tensor_view<U, Backend>& other)
       : base(other.storage_ptr(), other.data(), other.shape(), other.strides()) {}
 
   // Pointer to element (0, ..., 0); the rest are at the offsets given by strides().
@@ -43,22 +43,20 @@ class tensor_view : public detail::strided_tensor<tensor_view<T, Backend>, T, Ba
   // Writes the expression into the viewed elements. Its shape must broadcast to the view's;
   // the view's shape never changes. A scalar fills.
   template <class E>
-    requires(expression<E> || scalar_type<E>) && (!std::is_const_v<T>)
-  const tensor_view& operator=(E&& e) const {
+  requires(expression<E> || scalar_type<E>) &&
+      (!std::is_const_v<T>) const tensor_view& operator=(E&& e) const {
     detail::assign_to_view(*this, std::forward<E>(e), "assignment");
     return *this;
   }
-  const tensor_view& operator=(const tensor_view& other) const
-    requires(!std::is_const_v<T>)
-  {
+  const tensor_view& operator=(const tensor_view& other) const requires(!std::is_const_v<T>) {
     detail::assign_to_view(*this, other, "assignment");
     return *this;
   }
 
 #define MELD_VIEW_COMPOUND(OP)                                                      \
   template <class E>                                                                \
-    requires(expression<E> || scalar_type<E>) && (!std::is_const_v<T>)             \
-  const tensor_view& operator OP##=(E&& e) const {                                  \
+  requires(expression<E> || scalar_type<E>) &&                                      \
+      (!std::is_const_v<T>) const tensor_view& operator OP##=(E&& e) const {        \
     detail::assign_to_view(*this, *this OP std::forward<E>(e), "operator" #OP "="); \
     return *this;                                                                   \
   }
@@ -89,8 +87,8 @@ namespace detail {
 template <class Dst, class E>
 void assign_to_view(const Dst& dst, E&& e, const char* what) {
   if constexpr (scalar_type<E>) {
-    assign_to_view(dst, scalar_expr<typename Dst::value_type>(static_cast<typename Dst::value_type>(e)),
-                   what);
+    assign_to_view(
+        dst, scalar_expr<typename Dst::value_type>(static_cast<typename Dst::value_type>(e)), what);
   } else {
     // Evaluated where it is: no closure is needed, as nothing outlives this call.
     const shape_t* u = e.uniform_shape();

@@ -83,9 +83,7 @@ struct node_cursor<Op, A> {
   A a;
 
   MELD_INLINE void set_rows(char* const* rows, int& k) { a.set_rows(rows, k); }
-  MELD_INLINE value_type get(index_t j) const {
-    return op(a.get(j));
-  }
+  MELD_INLINE value_type get(index_t j) const { return op(a.get(j)); }
   template <class Batch>
   MELD_INLINE auto load(index_t j) const {
     return op(a.template load<Batch>(j));
@@ -109,9 +107,7 @@ struct node_cursor<Op, A, B> {
     a.set_rows(rows, k);
     b.set_rows(rows, k);
   }
-  MELD_INLINE value_type get(index_t j) const {
-    return op(a.get(j), b.get(j));
-  }
+  MELD_INLINE value_type get(index_t j) const { return op(a.get(j), b.get(j)); }
   template <class Batch>
   MELD_INLINE auto load(index_t j) const {
     return op(a.template load<Batch>(j), b.template load<Batch>(j));
@@ -138,13 +134,10 @@ struct node_cursor<Op, A, B, C> {
     b.set_rows(rows, k);
     c.set_rows(rows, k);
   }
-  MELD_INLINE value_type get(index_t j) const {
-    return op(a.get(j), b.get(j), c.get(j));
-  }
+  MELD_INLINE value_type get(index_t j) const { return op(a.get(j), b.get(j), c.get(j)); }
   template <class Batch>
   MELD_INLINE auto load(index_t j) const {
-    return op(a.template load<Batch>(j), b.template load<Batch>(j),
-              c.template load<Batch>(j));
+    return op(a.template load<Batch>(j), b.template load<Batch>(j), c.template load<Batch>(j));
   }
   template <class Batch>
   MELD_INLINE auto load_tail(index_t j, index_t n) const {
@@ -166,8 +159,10 @@ struct dest_cursor {
   // Stores a batch of values, or of comparison results (stored as 1 / 0).
   template <class Batch, class V>
   MELD_INLINE void store(index_t j, const V& v) const {
-    if constexpr (!std::is_same_v<V, Batch>) store<Batch>(j, xsimd::select(v, Batch(T(1)), Batch(T(0))));
-    else v.store_unaligned(row + j);
+    if constexpr (!std::is_same_v<V, Batch>)
+      store<Batch>(j, xsimd::select(v, Batch(T(1)), Batch(T(0))));
+    else
+      v.store_unaligned(row + j);
   }
   // Stores the first `count` lanes.
   template <class Batch, class V>

@@ -18,11 +18,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../expr/matmul.hpp"
 #include "../../expr/nodes.hpp"
 #include "../../expr/reduce.hpp"
 #include "../../tensor/tensor.hpp"
 #include "cpu.hpp"
 #include "cursor.hpp"
+#include "gemm.hpp"
 #include "loops.hpp"
 #include "memory.hpp"
 #include "plan.hpp"
@@ -75,7 +77,8 @@ struct cursor_of;
 template <class T, class B>
 struct cursor_of<tensor_ref<T, B>> {
   using type = leaf_cursor<T>;
-  static bool flat(const tensor_ref<T, B>& e, const shape_t& s, char** ptrs, std::size_t* elems, int& k) {
+  static bool flat(const tensor_ref<T, B>& e, const shape_t& s, char** ptrs, std::size_t* elems,
+                   int& k) {
     if (!(e.shape() == s)) return false;
     elems[k] = sizeof(T);
     ptrs[k++] = const_cast<char*>(reinterpret_cast<const char*>(e.data()));
@@ -90,7 +93,8 @@ struct cursor_of<tensor_ref<T, B>> {
 template <class T, class B>
 struct cursor_of<tensor_view<T, B>> {
   using type = leaf_cursor<std::remove_const_t<T>>;
-  static bool flat(const tensor_view<T, B>& e, const shape_t& s, char** ptrs, std::size_t* elems, int& k) {
+  static bool flat(const tensor_view<T, B>& e, const shape_t& s, char** ptrs, std::size_t* elems,
+                   int& k) {
     if (!(e.shape() == s) || !e.is_contiguous()) return false;
     elems[k] = sizeof(T);
     ptrs[k++] = const_cast<char*>(reinterpret_cast<const char*>(e.data()));
@@ -105,7 +109,8 @@ struct cursor_of<tensor_view<T, B>> {
 template <class T, class B>
 struct cursor_of<tensor<T, B>> {
   using type = leaf_cursor<T>;
-  static bool flat(const tensor<T, B>& e, const shape_t& s, char** ptrs, std::size_t* elems, int& k) {
+  static bool flat(const tensor<T, B>& e, const shape_t& s, char** ptrs, std::size_t* elems,
+                   int& k) {
     if (!(e.shape() == s)) return false;
     elems[k] = sizeof(T);
     ptrs[k++] = const_cast<char*>(reinterpret_cast<const char*>(e.data()));
@@ -120,7 +125,9 @@ struct cursor_of<tensor<T, B>> {
 template <class T>
 struct cursor_of<scalar_expr<T>> {
   using type = scalar_cursor<T>;
-  static bool flat(const scalar_expr<T>&, const shape_t&, char**, std::size_t*, int&) { return true; }
+  static bool flat(const scalar_expr<T>&, const shape_t&, char**, std::size_t*, int&) {
+    return true;
+  }
   template <class Table>
   static type make(const scalar_expr<T>& e, Table&) {
     return type{e.value()};
@@ -140,7 +147,8 @@ struct cursor_of<unary_expr<Op, A>> {
 template <class Op, class A, class B>
 struct cursor_of<binary_expr<Op, A, B>> {
   using type = node_cursor<Op, typename cursor_of<A>::type, typename cursor_of<B>::type>;
-  static bool flat(const binary_expr<Op, A, B>& e, const shape_t& s, char** p, std::size_t* z, int& k) {
+  static bool flat(const binary_expr<Op, A, B>& e, const shape_t& s, char** p, std::size_t* z,
+                   int& k) {
     return cursor_of<A>::flat(e.lhs(), s, p, z, k) && cursor_of<B>::flat(e.rhs(), s, p, z, k);
   }
   template <class Table>
@@ -153,9 +161,10 @@ template <class Op, class A, class B, class C>
 struct cursor_of<ternary_expr<Op, A, B, C>> {
   using type = node_cursor<Op, typename cursor_of<A>::type, typename cursor_of<B>::type,
                            typename cursor_of<C>::type>;
-  static bool flat(const ternary_expr<Op, A, B, C>& e, const shape_t& s, char** p, std::size_t* z, int& k) {
-    return cursor_of<A>::flat(e.first(), s, p, z, k) && cursor_of<B>::flat(e.second(), s, p, z, k) &&
-           cursor_of<C>::flat(e.third(), s, p, z, k);
+  static bool flat(const ternary_expr<Op, A, B, C>& e, const shape_t& s, char** p, std::size_t* z,
+                   int& k) {
+    return cursor_of<A>::flat(e.first(), s, p, z, k) &&
+           cursor_of<B>::flat(e.second(), s, p, z, k) && cursor_of<C>::flat(e.third(), s, p, z, k);
   }
   template <class Table>
   static type make(const ternary_expr<Op, A, B, C>& e, Table& table) {
@@ -168,9 +177,22 @@ struct cursor_of<ternary_expr<Op, A, B, C>> {
 template <class R, class A>
 struct cursor_of<reduce_expr<R, A>> {
   using type = leaf_cursor<typename reduce_expr<R, A>::value_type>;
-  static bool flat(const reduce_expr<R, A>&, const shape_t&, char**, std::size_t*, int&) { return false; }
+  static bool flat(const reduce_expr<R, A>&, const shape_t&, char**, std::size_t*, int&) {
+    return false;
+  }
   template <class Table>
   static type make(const reduce_expr<R, A>& e, Table& table);
+};
+
+// A matrix product inside a larger expression is computed once, into a temporary (below).
+template <class A, class B>
+struct cursor_of<matmul_expr<A, B>> {
+  using type = leaf_cursor<typename matmul_expr<A, B>::value_type>;
+  static bool flat(const matmul_expr<A, B>&, const shape_t&, char**, std::size_t*, int&) {
+    return false;
+  }
+  template <class Table>
+  static type make(const matmul_expr<A, B>& e, Table& table);
 };
 
 template <class E>
@@ -204,6 +226,10 @@ template <class E>
 inline constexpr bool is_reduce_expr = false;
 template <class R, class A>
 inline constexpr bool is_reduce_expr<reduce_expr<R, A>> = true;
+template <class E>
+inline constexpr bool is_matmul_expr = false;
+template <class A, class B>
+inline constexpr bool is_matmul_expr<matmul_expr<A, B>> = true;
 
 // ---- aliasing -----------------------------------------------------------------------------------
 
@@ -220,10 +246,13 @@ inline byte_span span_of(const char* data, const shape_t& shape, const strides_t
   }
   const auto base = reinterpret_cast<std::uintptr_t>(data);
   const auto e = static_cast<index_t>(elem);
-  return {base + static_cast<std::uintptr_t>(lo * e), base + static_cast<std::uintptr_t>((hi + 1) * e)};
+  return {base + static_cast<std::uintptr_t>(lo * e),
+          base + static_cast<std::uintptr_t>((hi + 1) * e)};
 }
 
-inline bool overlaps(const byte_span& a, const byte_span& b) { return a.lo < b.hi && b.lo < a.hi; }
+inline bool overlaps(const byte_span& a, const byte_span& b) {
+  return a.lo < b.hi && b.lo < a.hi;
+}
 
 // Whether one pass that writes dst while reading the leaves could read an element it has already
 // overwritten. Reading exactly the element being written (x = x + 1) is safe.
@@ -237,6 +266,15 @@ inline bool needs_temporary(const leaf_info& dst, const leaf_info* leaves, int c
     for (int a = 0; a < dst.shape.size(); ++a)
       if (dst.shape[a] != 1 && b[a] != dst.strides[a]) return true;
   }
+  return false;
+}
+
+// Whether the destination overlaps any leaf at all.
+inline bool needs_temporary_any(const leaf_info& dst, const leaf_info* leaves, int count) {
+  const byte_span d = span_of(dst.data, dst.shape, dst.strides, dst.elem);
+  for (int i = 0; i < count; ++i)
+    if (overlaps(span_of(leaves[i].data, leaves[i].shape, leaves[i].strides, leaves[i].elem), d))
+      return true;
   return false;
 }
 
@@ -256,8 +294,9 @@ inline index_t chunk_boundary(index_t i, index_t chunks, index_t n, const void* 
                               std::size_t elem) {
   if (i >= chunks) return n;
   const index_t per_line = std::max<index_t>(1, index_t(cache_line / elem));
-  const index_t misalign = static_cast<index_t>(reinterpret_cast<std::uintptr_t>(dst) % cache_line) /
-                           static_cast<index_t>(elem);
+  const index_t misalign =
+      static_cast<index_t>(reinterpret_cast<std::uintptr_t>(dst) % cache_line) /
+      static_cast<index_t>(elem);
   const index_t raw = n / chunks * i + (n % chunks) * i / chunks;
   return std::clamp<index_t>((raw + misalign) / per_line * per_line - misalign, 0, n);
 }
@@ -269,7 +308,8 @@ inline void run_chunks(const plan_ref& p, index_t n, index_t chunks, const void*
                        std::size_t elem, row_fn fn, const void* ctx, std::size_t ctx_bytes) {
   auto run = [&](index_t begin, index_t end) {
     alignas(64) unsigned char local[512];
-    std::unique_ptr<unsigned char[]> big(ctx_bytes > sizeof(local) ? new unsigned char[ctx_bytes] : nullptr);
+    std::unique_ptr<unsigned char[]> big(ctx_bytes > sizeof(local) ? new unsigned char[ctx_bytes]
+                                                                   : nullptr);
     void* copy = big ? static_cast<void*>(big.get()) : static_cast<void*>(local);
     std::memcpy(copy, ctx, ctx_bytes);
     run_rows(p, begin, end, fn, copy);
@@ -290,6 +330,9 @@ void assign(const View& dst, const E& e);
 
 template <class R, class View, class E>
 void reduce_axis(const View& dst, const E& e, int axis);
+
+template <class T, class A, class B, class C>
+void gemm_into(T alpha, const A& a, const B& b, T beta, const C& c);
 
 // Evaluates a cursor (whose leaves are in `table`) into dst, which it does not overlap.
 template <class E, class T, class C, int L>
@@ -357,7 +400,18 @@ void assign(const View& dst, const E& e) {
     }
   }
 
-  const leaf_info out{reinterpret_cast<const char*>(dst.data()), dst.shape(), dst.strides(), sizeof(T)};
+  const leaf_info out{reinterpret_cast<const char*>(dst.data()), dst.shape(), dst.strides(),
+                      sizeof(T)};
+  if constexpr (is_matmul_expr<E>) {
+    // Multiply straight into the destination when it has the product's shape and is not an operand.
+    if (e.shape() == dst.shape() && std::is_same_v<T, typename E::value_type>) {
+      leaf_table<leaf_count_v<typename E::lhs_type> + leaf_count_v<typename E::rhs_type>> probe;
+      cursor_of<typename E::lhs_type>::make(e.lhs(), probe);
+      cursor_of<typename E::rhs_type>::make(e.rhs(), probe);
+      if (!needs_temporary_any(out, probe.leaves, probe.count))
+        return gemm_into(T(1), e.lhs(), e.rhs(), T(0), dst);
+    }
+  }
   if constexpr (is_reduce_expr<E>) {
     // Reduce straight into the destination when the operand does not read it.
     if (e.shape() == dst.shape()) {
@@ -381,6 +435,70 @@ void assign(const View& dst, const E& e) {
     return;
   }
   assign_cursor<E>(const_cast<T*>(dst.data()), dst.shape(), dst.strides(), src, table);
+}
+
+// ---- matrix products ----------------------------------------------------------------------------
+
+// An operand of a product as strided memory: leaves are used in place, other expressions are
+// evaluated into a temporary first.
+template <class T>
+struct strided_operand {
+  const T* data;
+  shape_t shape;
+  strides_t strides;
+  tensor<T, cpu<>> temporary;
+};
+
+template <class T, class E>
+strided_operand<T> as_strided(const E& e) {
+  if constexpr (requires {
+                  e.data();
+                  e.strides();
+                } &&
+                std::is_same_v<value_t<E>, T>) {
+    return {e.data(), e.shape(), e.strides(), tensor<T, cpu<>>()};
+  } else {
+    tensor<T, cpu<>> t(e.shape(), uninitialized);
+    assign(t, e);
+    const T* data = t.data();
+    return {data, t.shape(), t.strides(), std::move(t)};
+  }
+}
+
+// c = alpha a b + beta c for rank-2 or rank-3 (batched) operands; c does not overlap a or b.
+template <class T, class A, class B, class C>
+void gemm_into(T alpha, const A& a_expr, const B& b_expr, T beta, const C& c_view) {
+  const strided_operand<T> a = as_strided<T>(a_expr), b = as_strided<T>(b_expr);
+  const shape_t& cs = c_view.shape();
+  const int rc = cs.size();
+  const index_t batches = rc == 3 ? cs[0] : 1;
+  auto matrix = [](const auto* data, const shape_t& s, const strides_t& st, index_t batch) {
+    const int r = s.size();
+    const index_t offset = r == 3 ? batch * st[0] : 0;
+    using P = std::remove_const_t<std::remove_pointer_t<decltype(data)>>;
+    return matrix_ref<std::add_const_t<P>>{data + offset, s[r - 2], s[r - 1], st[r - 2], st[r - 1]};
+  };
+  T* c_data = const_cast<T*>(c_view.data());
+  for (index_t batch = 0; batch < batches; ++batch) {
+    const index_t c_off = rc == 3 ? batch * c_view.strides()[0] : 0;
+    matrix_ref<T> c{c_data + c_off, cs[rc - 2], cs[rc - 1], c_view.strides()[rc - 2],
+                    c_view.strides()[rc - 1]};
+    gemm(alpha, matrix(a.data, a.shape, a.strides, batch),
+         matrix(b.data, b.shape, b.strides, batch), beta, c);
+  }
+}
+
+template <class A, class B>
+template <class Table>
+auto cursor_of<matmul_expr<A, B>>::make(const matmul_expr<A, B>& e, Table& table) -> type {
+  using V = typename matmul_expr<A, B>::value_type;
+  tensor<V, cpu<>> t(e.shape(), uninitialized);
+  gemm_into(V(1), e.lhs(), e.rhs(), V(0), t);
+  const V* data = t.data();
+  const shape_t shape = t.shape();
+  const strides_t strides = t.strides();
+  table.add(data, shape, strides, std::move(t).release().storage_ptr());
+  return {};
 }
 
 // ---- reduce (all elements) ----------------------------------------------------------------------
@@ -409,8 +527,8 @@ auto reduce(const E& e) {
   const index_t n = shape.product();
   if (n == 0) {
     if constexpr (R::needs_elements) {
-      throw shape_error(cat(R::name, ": the expression of shape ", shape, " is empty, and an empty ",
-                            R::name, " has no value"));
+      throw shape_error(cat(R::name, ": the expression of shape ", shape,
+                            " is empty, and an empty ", R::name, " has no value"));
     } else if constexpr (is_mean) {
       return std::numeric_limits<Result>::quiet_NaN();
     } else {
@@ -483,13 +601,16 @@ auto reduce(const E& e) {
       std::vector<A> partial(static_cast<std::size_t>(supers));
       const index_t tasks = std::min(chunks, supers);
       thread_pool::global().parallel_for(tasks, [&](index_t t) {
-        for (index_t s = supers * t / tasks; s < supers * (t + 1) / tasks; ++s) partial[s] = super(s);
+        for (index_t s = supers * t / tasks; s < supers * (t + 1) / tasks; ++s)
+          partial[s] = super(s);
       });
       for (const A& v : partial) total.push(v);
     }
     const A folded = total.result(Fold::template identity<A>());
-    if constexpr (is_mean) return static_cast<Result>(static_cast<Result>(folded) / Result(n));
-    else return static_cast<Result>(folded);
+    if constexpr (is_mean)
+      return static_cast<Result>(static_cast<Result>(folded) / Result(n));
+    else
+      return static_cast<Result>(folded);
   }
 }
 
@@ -539,8 +660,8 @@ template <class R, class W, class C>
 struct column_state {
   using V = typename C::value_type;
   C src;
-  W* acc;       // per output of the block
-  V* best_v;    // argmax / argmin: the best value so far
+  W* acc;     // per output of the block
+  V* best_v;  // argmax / argmin: the best value so far
   index_t* best;
   index_t k = 0;  // position along the axis
   index_t i = 0;  // output within the block
@@ -578,9 +699,12 @@ void column_store(void* ctx, char* const* rows, index_t, index_t n) {
   using Result = typename R::template result<V>;
   for (index_t j = 0; j < n; ++j, ++s.i) {
     Result out;
-    if constexpr (is_arg_reducer<R>) out = s.best[s.i];
-    else if constexpr (std::is_same_v<R, reducers::mean>) out = static_cast<Result>(s.acc[s.i]) / Result(s.count);
-    else out = static_cast<Result>(s.acc[s.i]);
+    if constexpr (is_arg_reducer<R>)
+      out = s.best[s.i];
+    else if constexpr (std::is_same_v<R, reducers::mean>)
+      out = static_cast<Result>(s.acc[s.i]) / Result(s.count);
+    else
+      out = static_cast<Result>(s.acc[s.i]);
     row[j] = static_cast<T>(out);
   }
 }
@@ -647,20 +771,25 @@ void reduce_axis(const View& dst, const E& e, int axis) {
 
   if (L == 0) {  // an empty sum / product / mean (max and min refused it already)
     Result fill;
-    if constexpr (is_mean) fill = std::numeric_limits<Result>::quiet_NaN();
-    else if constexpr (is_arg_reducer<R>) fill = 0;
-    else fill = static_cast<Result>(R::template identity<A>());
+    if constexpr (is_mean)
+      fill = std::numeric_limits<Result>::quiet_NaN();
+    else if constexpr (is_arg_reducer<R>)
+      fill = 0;
+    else
+      fill = static_cast<Result>(R::template identity<A>());
     tensor<T, cpu<>> filled({1}, uninitialized);
     filled.fill(static_cast<T>(fill));
     assign(dst, tensor_view<const T, cpu<>>(filled.view()).broadcast_to(dst.shape()));
     return;
   }
 
-  const index_t chunks = std::min(chunk_count(p.size, detail::cost_of<E>::value + C::leaf_count), M);
+  const index_t chunks =
+      std::min(chunk_count(p.size, detail::cost_of<E>::value + C::leaf_count), M);
 
   if (along_contiguous || M < 64) {
     // One output at a time, reducing a row of the operand (packed when it is strided).
-    constexpr bool simd = !is_arg_reducer<R> && std::is_same_v<V, A> && detail::simd_capable<E, A>::value;
+    constexpr bool simd =
+        !is_arg_reducer<R> && std::is_same_v<V, A> && detail::simd_capable<E, A>::value;
     using Batch = std::conditional_t<simd, batch_for<A>, void>;
     using State = axis_row_state<R, A, Batch, C>;
     auto piece = [&](index_t i) { return (M / chunks * i + (M % chunks) * i / chunks) * L; };
@@ -750,6 +879,11 @@ struct executor<cpu<Policy>> {
   template <class R, class E>
   static auto reduce(const E& e) {
     return detail::cpu_eval::reduce<R>(e);
+  }
+  // c = alpha a b + beta c (shapes checked by meld::gemm). c may not overlap a or b.
+  template <class T, class A, class B, class C>
+  static void gemm(T alpha, const A& a, const B& b, T beta, const C& c) {
+    detail::cpu_eval::gemm_into(alpha, a, b, beta, c);
   }
   template <class R, class Dst, class E>
   static void reduce_axis(const Dst& dst, const E& e, int axis) {

@@ -30,12 +30,17 @@ inline void copy_elements(char* to, index_t to_stride, const char* from, index_t
     for (index_t i = 0; i < n; ++i) std::memcpy(to + i * to_stride, from + i * from_stride, size);
   };
   switch (elem) {
-    case 4: return loop(std::integral_constant<std::size_t, 4>{});
-    case 8: return loop(std::integral_constant<std::size_t, 8>{});
-    case 2: return loop(std::integral_constant<std::size_t, 2>{});
-    case 1: return loop(std::integral_constant<std::size_t, 1>{});
+    case 4:
+      return loop(std::integral_constant<std::size_t, 4>{});
+    case 8:
+      return loop(std::integral_constant<std::size_t, 8>{});
+    case 2:
+      return loop(std::integral_constant<std::size_t, 2>{});
+    case 1:
+      return loop(std::integral_constant<std::size_t, 1>{});
     default:
-      for (index_t i = 0; i < n; ++i) std::memcpy(to + i * to_stride, from + i * from_stride, std::size_t(elem));
+      for (index_t i = 0; i < n; ++i)
+        std::memcpy(to + i * to_stride, from + i * from_stride, std::size_t(elem));
   }
 }
 
@@ -69,7 +74,8 @@ inline void run_rows(const plan_ref& p, index_t begin, index_t end, row_fn fn, v
   for (int k = 0; k < n; ++k)
     if (packed(k)) buffer_bytes += buffer_size(k);
   alignas(64) char small_buffer[16384];
-  std::unique_ptr<char[]> big_buffer(buffer_bytes > sizeof(small_buffer) ? new char[buffer_bytes + 64] : nullptr);
+  std::unique_ptr<char[]> big_buffer(
+      buffer_bytes > sizeof(small_buffer) ? new char[buffer_bytes + 64] : nullptr);
   char* storage = small_buffer;
   if (big_buffer) {
     const auto address = reinterpret_cast<std::uintptr_t>(big_buffer.get());
@@ -114,8 +120,8 @@ inline void run_rows(const plan_ref& p, index_t begin, index_t end, row_fn fn, v
         fn(ctx, at, q, m);
         for (int k = 0; k < n; ++k)
           if (buffer[k] && p.modes[k] == access::write)
-            copy_elements(row[k] + q * p.strides[k * max_rank + outer], p.strides[k * max_rank + outer],
-                          buffer[k], p.elem[k], m, p.elem[k]);
+            copy_elements(row[k] + q * p.strides[k * max_rank + outer],
+                          p.strides[k * max_rank + outer], buffer[k], p.elem[k], m, p.elem[k]);
       }
     }
     begin += stop - j;
@@ -135,8 +141,10 @@ inline void run_rows(const plan_ref& p, index_t begin, index_t end, row_fn fn, v
 // Batch is an xsimd batch, or void for the scalar loop (mixed element types).
 template <class Batch>
 inline constexpr index_t batch_size = [] {
-  if constexpr (std::is_void_v<Batch>) return index_t(1);
-  else return index_t(Batch::size);
+  if constexpr (std::is_void_v<Batch>)
+    return index_t(1);
+  else
+    return index_t(Batch::size);
 }();
 
 // ---- elementwise --------------------------------------------------------------------------------
@@ -254,7 +262,7 @@ struct block_reducer {
         for (index_t l = 0; l < W; ++l) iota[l] = static_cast<A>(l);
         const auto in_tail = Batch::load_aligned(iota) < Batch(static_cast<A>(e - j));
         acc[1] = op(acc[1], xsimd::select(in_tail, c.template load_tail<Batch>(j, e - j),
-                                           Batch(R::template identity<A>())));
+                                          Batch(R::template identity<A>())));
       }
     }
   }
@@ -262,8 +270,10 @@ struct block_reducer {
   void flush() {
     const R op{};
     const acc_type both = op(op(acc[0], acc[1]), op(acc[2], acc[3]));
-    if constexpr (std::is_void_v<Batch>) blocks.push(both);
-    else blocks.push(horizontal<R, A>(both));
+    if constexpr (std::is_void_v<Batch>)
+      blocks.push(both);
+    else
+      blocks.push(horizontal<R, A>(both));
     reset();
   }
 };

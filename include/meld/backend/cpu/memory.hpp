@@ -1,5 +1,5 @@
-// Host memory for tensors: cache-line aligned; large buffers are aligned to 2 MiB and advised to use
-// transparent huge pages, which makes first touch of fresh memory about 4x cheaper on Linux
+// Host memory for tensors: cache-line aligned; large buffers are aligned to 2 MiB and advised to
+// use transparent huge pages, which makes first touch of fresh memory about 4x cheaper on Linux
 // (see shared/MACHINE-FACTS.md: 3.1 us vs 0.67 us per 4 KiB).
 #pragma once
 
@@ -26,7 +26,8 @@ inline void* cpu_allocate(std::size_t bytes) {
   if (bytes == 0) return nullptr;
   const std::size_t align = bytes >= 2 * huge_page ? huge_page : cache_line;
   const std::size_t rounded = (bytes + align - 1) / align * align;
-  if (rounded < bytes) throw allocation_error(detail::cat("meld: cannot allocate ", bytes, " bytes"));
+  if (rounded < bytes)
+    throw allocation_error(detail::cat("meld: cannot allocate ", bytes, " bytes"));
   void* p = std::aligned_alloc(align, rounded);
   if (!p)
     throw allocation_error(detail::cat("meld: cannot allocate ", bytes, " bytes of host memory (",

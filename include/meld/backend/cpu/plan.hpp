@@ -91,7 +91,8 @@ plan<N> make_plan(const shape_t& shape, char* const* base, const std::size_t* el
     }
     ++rank;
   };
-  for (int g = groups - 1; g >= 0; --g) add_axis(g_shape[g], [&](int k) { return g_strides[g][k]; });
+  for (int g = groups - 1; g >= 0; --g)
+    add_axis(g_shape[g], [&](int k) { return g_strides[g][k]; });
   if (separate_last) add_axis(shape[r - 1], [&](int k) { return in[k][r - 1]; });
   if (rank == 0) add_axis(1, [](int) { return index_t(0); });  // a single element
   p.rank = rank;

@@ -3,7 +3,8 @@
 // counter, and the caller returns when every task is done.
 //
 // The pool serves one loop at a time. A loop started while the pool is busy (from another thread,
-// or from inside a task) runs on its calling thread alone: never a deadlock, never oversubscription.
+// or from inside a task) runs on its calling thread alone: never a deadlock, never
+// oversubscription.
 #pragma once
 
 #include <algorithm>
@@ -220,11 +221,15 @@ class thread_pool {
 };
 
 // Threads that meld's CPU evaluation uses (the calling thread included).
-inline int num_threads() { return thread_pool::global().size(); }
+inline int num_threads() {
+  return thread_pool::global().size();
+}
 
 // Sets the threads that meld's CPU evaluation uses; the default is MELD_NUM_THREADS or every
 // available core.
-inline void set_num_threads(int threads) { thread_pool::global().resize(threads); }
+inline void set_num_threads(int threads) {
+  thread_pool::global().resize(threads);
+}
 
 }  // namespace meld
 
