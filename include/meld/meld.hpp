@@ -15,13 +15,17 @@
 #include "expr/operators.hpp"
 #include "expr/reduce.hpp"
 
+#include "tensor/convert.hpp"
 #include "tensor/factories.hpp"
 #include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
 #include "tensor/tensor_view.hpp"
 
+#include "backend/cpu/async.hpp"
 #include "backend/cpu/cpu.hpp"
 #include "backend/cpu/executor.hpp"
+#include "backend/cpu/stream.hpp"
 #include "backend/cpu/thread_pool.hpp"
+#include "backend/policy.hpp"
 
 #include "nn/model.hpp"

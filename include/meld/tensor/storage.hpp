@@ -11,6 +11,13 @@
 
 namespace meld {
 
+// What a backend tracks per storage to order asynchronous work on it (nothing, for synchronous
+// backends). Asynchronous backends specialize it (see backend/cpu/async.hpp).
+template <class Backend>
+struct access_tracking {
+  struct type {};
+};
+
 template <class T, class Backend>
 class storage {
  public:
@@ -26,7 +33,11 @@ class storage {
   T* data() const { return data_; }
   index_t size() const { return size_; }
 
+  // Ordering state of asynchronous work on this memory (empty for synchronous backends).
+  typename access_tracking<Backend>::type& access() const { return access_; }
+
  private:
+  [[no_unique_address]] mutable typename access_tracking<Backend>::type access_;
   index_t size_ = 0;
   T* data_ = nullptr;
 };

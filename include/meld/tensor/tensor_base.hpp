@@ -48,6 +48,14 @@ class strided_tensor : public expression_tag {
   // The storage this tensor or view reads (shared with every view of it).
   const std::shared_ptr<storage_type>& storage_ptr() const { return storage_; }
 
+  // The pointer to element (0, ..., 0) without waiting for queued work: for executors and
+  // streams, which run in stream order. Host code uses data() (and element access), which waits.
+  element_type* raw_data() const { return data_; }
+
+  // Waits until queued work that writes this tensor has run, and rethrows an error it raised
+  // (asynchronous backends; returns at once for synchronous ones).
+  void wait() const { host_access(false); }
+
   // Element at the given indices (one per axis; negative counts from the end). Checked: a wrong
   // count or an index out of range throws. For bulk work use expressions, not this.
   template <std::integral... I>
@@ -121,6 +129,13 @@ class strided_tensor : public expression_tag {
   strided_tensor() = default;
   strided_tensor(std::shared_ptr<storage_type> st, T* data, shape_t shape, strides_t strides)
       : storage_(std::move(st)), data_(data), shape_(shape), strides_(strides) {}
+
+  // Before the host reads (write = false) or writes the elements: waits for queued work.
+  void host_access(bool write) const {
+    if constexpr (requires(storage_type & st) { st.access().wait_host(write); }) {
+      if (storage_) storage_->access().wait_host(write);
+    }
+  }
 
   Derived& derived() { return static_cast<Derived&>(*this); }
   const Derived& derived() const { return static_cast<const Derived&>(*this); }
