@@ -29,3 +29,12 @@
 #include "backend/policy.hpp"
 
 #include "nn/model.hpp"
+
+// The CUDA backend: in files compiled by nvcc, when the build enables it (MELD_ENABLE_CUDA).
+#if defined(MELD_ENABLE_CUDA) && defined(__CUDACC__)
+#include "backend/cuda/cuda.hpp"
+#include "backend/cuda/executor.hpp"
+#include "backend/cuda/half.hpp"
+#include "backend/cuda/ops.hpp"
+#include "backend/cuda/stream.hpp"
+#endif

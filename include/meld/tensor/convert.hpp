@@ -11,7 +11,9 @@ template <class To, class T, class From>
 tensor<T, To> to(const tensor<T, From>& t) {
   tensor<T, To> out(t.shape(), uninitialized);
   if constexpr (requires { executor<To>::copy_from(out, t); }) {
-    executor<To>::copy_from(out, t);  // a backend that knows how (device transfers)
+    executor<To>::copy_from(out, t);  // to a device
+  } else if constexpr (requires { executor<From>::copy_to(out, t); }) {
+    executor<From>::copy_to(out, t);  // from a device
   } else {
     const T* src = t.data();  // waits for queued writes of t
     std::copy(src, src + t.size(), out.data());

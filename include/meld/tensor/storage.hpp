@@ -26,7 +26,14 @@ class storage {
       throw allocation_error(detail::cat("meld: ", n, " elements do not fit in memory"));
     data_ = static_cast<T*>(memory<Backend>::allocate(static_cast<std::size_t>(n) * sizeof(T)));
   }
-  ~storage() { memory<Backend>::deallocate(data_, static_cast<std::size_t>(size_) * sizeof(T)); }
+  ~storage() {
+    const std::size_t bytes = static_cast<std::size_t>(size_) * sizeof(T);
+    // Backends that order frees after queued work (CUDA) take the ordering state too.
+    if constexpr (requires { memory<Backend>::deallocate(data_, bytes, access_); })
+      memory<Backend>::deallocate(data_, bytes, access_);
+    else
+      memory<Backend>::deallocate(data_, bytes);
+  }
   storage(const storage&) = delete;
   storage& operator=(const storage&) = delete;
 

@@ -17,6 +17,7 @@
 #include "../../expr/matmul.hpp"
 #include "../../expr/reduce.hpp"
 #include "../../tensor/convert.hpp"
+#include "../future.hpp"
 #include "executor.hpp"
 #include "stream.hpp"
 
@@ -235,25 +236,15 @@ struct access_tracking<cpu<async>> {
   using type = detail::cpu_access;
 };
 
-// The result of an asynchronous reduction: get() (or converting to T) waits for it.
+namespace detail {
+// A reduction's value, ready when its event on a CPU stream is.
 template <class T>
-class future {
- public:
-  future(std::shared_ptr<T> value, event done) : value_(std::move(value)), done_(std::move(done)) {}
-
-  // Waits for the value; rethrows an error raised while computing it.
-  T get() const {
-    done_.wait();
-    return *value_;
-  }
-  operator T() const { return get(); }  // NOLINT: `float s = meld::sum(x);` works under any policy
-  bool ready() const { return done_.ready(); }
-  void wait() const { done_.wait(); }
-
- private:
-  std::shared_ptr<T> value_;
-  event done_;
+struct cpu_future_state : future_state<T> {
+  event done;
+  void wait() override { done.wait(); }
+  bool ready() override { return done.ready(); }
 };
+}  // namespace detail
 
 template <>
 struct executor<cpu<async>> {
@@ -294,10 +285,11 @@ struct executor<cpu<async>> {
       if (!home) home = a->home();
     });
     if (!home) home = stream::current().state();
-    auto value = std::make_shared<Result>();
-    event done = detail::enqueue_ordered(
-        home, reads, writes, [captured, value] { *value = detail::cpu_eval::reduce<R>(captured); });
-    return future<Result>(std::move(value), std::move(done));
+    auto state = std::make_shared<detail::cpu_future_state<Result>>();
+    state->done = detail::enqueue_ordered(home, reads, writes, [captured, state] {
+      state->value = detail::cpu_eval::reduce<R>(captured);
+    });
+    return future<Result>(state);
   }
 
   template <class T, class A, class B, class C>

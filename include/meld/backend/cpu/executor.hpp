@@ -320,8 +320,16 @@ inline void run_chunks(const plan_ref& p, index_t n, index_t chunks, const void*
   });
 }
 
+// The SIMD batch of T. In files compiled by nvcc the CPU evaluator runs scalar loops (vectorized
+// by the host compiler where it can): nvcc would also compile the __host__ __device__ functors for
+// xsimd's vector types as device code, which it cannot.
+#if defined(__CUDACC__)
+template <class T>
+using batch_for = void;
+#else
 template <class T>
 using batch_for = xsimd::batch<T>;
+#endif
 
 // ---- assign -------------------------------------------------------------------------------------
 
