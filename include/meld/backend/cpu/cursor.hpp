@@ -14,6 +14,7 @@
 //   set_rows(rows, k)       take row pointers rows[k], rows[k + 1], ... (one per leaf)
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
@@ -23,6 +24,93 @@
 #include "gcc12_warnings.hpp"  // push
 
 namespace meld::detail::cpu_eval {
+
+// ---- partial batches ----------------------------------------------------------------------------
+
+#if defined(__AVX2__)
+// The AVX2 mask of the first `lanes` lanes of `Bytes`-byte elements (the sign bit of each lane).
+template <int Bytes>
+MELD_INLINE __m256i avx_lane_mask(unsigned lanes) {
+  if constexpr (Bytes == 4)
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  else
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(static_cast<long long>(lanes)),
+                              _mm256_setr_epi64x(0, 1, 2, 3));
+}
+#endif
+
+// The first `count` (0 < count < Batch::size) elements at p in the first lanes of a batch, zeros in
+// the others; with AVX-512 or AVX2 one masked load, which never touches memory past the end.
+// A row's tail goes through the same SIMD code as the rest, so that each element's value does not
+// depend on where a row or a thread's chunk ends.
+template <class Batch, class T>
+MELD_INLINE Batch load_partial(const T* p, index_t count) {
+  [[maybe_unused]] const auto lanes = static_cast<unsigned>(count);
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, typename Batch::arch_type>) {
+    const auto mask = static_cast<std::uint16_t>((1u << lanes) - 1);
+    if constexpr (std::is_same_v<T, float>)
+      return Batch(_mm512_maskz_loadu_ps(mask, p));
+    else if constexpr (std::is_same_v<T, double>)
+      return Batch(_mm512_maskz_loadu_pd(static_cast<__mmask8>(mask), p));
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 4)
+      return Batch(_mm512_maskz_loadu_epi32(mask, p));
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 8)
+      return Batch(_mm512_maskz_loadu_epi64(static_cast<__mmask8>(mask), p));
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_base_of_v<xsimd::avx2, typename Batch::arch_type>) {
+    if constexpr (std::is_same_v<T, float>)
+      return Batch(_mm256_maskload_ps(p, avx_lane_mask<4>(lanes)));
+    else if constexpr (std::is_same_v<T, double>)
+      return Batch(_mm256_maskload_pd(p, avx_lane_mask<8>(lanes)));
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 4)
+      return Batch(_mm256_maskload_epi32(reinterpret_cast<const int*>(p), avx_lane_mask<4>(lanes)));
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 8)
+      return Batch(
+          _mm256_maskload_epi64(reinterpret_cast<const long long*>(p), avx_lane_mask<8>(lanes)));
+  }
+#endif
+  alignas(64) T buffer[Batch::size] = {};
+  for (index_t l = 0; l < count; ++l) buffer[l] = p[l];
+  return Batch::load_aligned(buffer);
+}
+
+// Stores the first `count` (0 < count < Batch::size) lanes of v at p, and nothing else.
+template <class Batch, class T>
+MELD_INLINE void store_partial(T* p, index_t count, const Batch& v) {
+  [[maybe_unused]] const auto lanes = static_cast<unsigned>(count);
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, typename Batch::arch_type>) {
+    const auto mask = static_cast<std::uint16_t>((1u << lanes) - 1);
+    if constexpr (std::is_same_v<T, float>)
+      return _mm512_mask_storeu_ps(p, mask, v);
+    else if constexpr (std::is_same_v<T, double>)
+      return _mm512_mask_storeu_pd(p, static_cast<__mmask8>(mask), v);
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 4)
+      return _mm512_mask_storeu_epi32(p, mask, v);
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 8)
+      return _mm512_mask_storeu_epi64(p, static_cast<__mmask8>(mask), v);
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_base_of_v<xsimd::avx2, typename Batch::arch_type>) {
+    if constexpr (std::is_same_v<T, float>)
+      return _mm256_maskstore_ps(p, avx_lane_mask<4>(lanes), v);
+    else if constexpr (std::is_same_v<T, double>)
+      return _mm256_maskstore_pd(p, avx_lane_mask<8>(lanes), v);
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 4)
+      return _mm256_maskstore_epi32(reinterpret_cast<int*>(p), avx_lane_mask<4>(lanes), v);
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 8)
+      return _mm256_maskstore_epi64(reinterpret_cast<long long*>(p), avx_lane_mask<8>(lanes), v);
+  }
+#endif
+  alignas(64) T buffer[Batch::size];
+  v.store_aligned(buffer);
+  for (index_t l = 0; l < count; ++l) p[l] = buffer[l];
+}
 
 // ---- leaves -------------------------------------------------------------------------------------
 
@@ -41,13 +129,9 @@ struct leaf_cursor {
   MELD_INLINE Batch load(index_t j) const {
     return Batch::load_unaligned(row + j);
   }
-  // The tail of a row goes through the same SIMD code as the rest, so that each element's value
-  // does not depend on where a row or a thread's chunk ends.
   template <class Batch>
   MELD_INLINE Batch load_tail(index_t j, index_t count) const {
-    alignas(64) T lanes[Batch::size] = {};
-    for (index_t l = 0; l < count; ++l) lanes[l] = row[j + l];
-    return Batch::load_aligned(lanes);
+    return load_partial<Batch>(row + j, count);
   }
 };
 
@@ -170,9 +254,7 @@ struct dest_cursor {
     if constexpr (!std::is_same_v<V, Batch>) {
       store_tail<Batch>(j, count, xsimd::select(v, Batch(T(1)), Batch(T(0))));
     } else {
-      alignas(64) T lanes[Batch::size];
-      v.store_aligned(lanes);
-      for (index_t l = 0; l < count; ++l) row[j + l] = lanes[l];
+      store_partial<Batch>(row + j, count, v);
     }
   }
 };
