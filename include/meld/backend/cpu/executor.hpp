@@ -77,8 +77,8 @@ struct cursor_of;
 template <class T, class B>
 struct cursor_of<tensor_ref<T, B>> {
   using type = leaf_cursor<T>;
-  static bool flat(const tensor_ref<T, B>& e, const shape_t& s, char** ptrs, std::size_t* elems,
-                   int& k) {
+  MELD_INLINE static bool flat(const tensor_ref<T, B>& e, const shape_t& s, char** ptrs,
+                               std::size_t* elems, int& k) {
     if (!(e.shape() == s)) return false;
     elems[k] = sizeof(T);
     ptrs[k++] = const_cast<char*>(reinterpret_cast<const char*>(e.data()));
@@ -93,8 +93,8 @@ struct cursor_of<tensor_ref<T, B>> {
 template <class T, class B>
 struct cursor_of<tensor_view<T, B>> {
   using type = leaf_cursor<std::remove_const_t<T>>;
-  static bool flat(const tensor_view<T, B>& e, const shape_t& s, char** ptrs, std::size_t* elems,
-                   int& k) {
+  MELD_INLINE static bool flat(const tensor_view<T, B>& e, const shape_t& s, char** ptrs,
+                               std::size_t* elems, int& k) {
     if (!(e.shape() == s) || !e.is_contiguous()) return false;
     elems[k] = sizeof(T);
     ptrs[k++] = const_cast<char*>(reinterpret_cast<const char*>(e.data()));
@@ -109,8 +109,8 @@ struct cursor_of<tensor_view<T, B>> {
 template <class T, class B>
 struct cursor_of<tensor<T, B>> {
   using type = leaf_cursor<T>;
-  static bool flat(const tensor<T, B>& e, const shape_t& s, char** ptrs, std::size_t* elems,
-                   int& k) {
+  MELD_INLINE static bool flat(const tensor<T, B>& e, const shape_t& s, char** ptrs,
+                               std::size_t* elems, int& k) {
     if (!(e.shape() == s)) return false;
     elems[k] = sizeof(T);
     ptrs[k++] = const_cast<char*>(reinterpret_cast<const char*>(e.data()));
@@ -125,7 +125,7 @@ struct cursor_of<tensor<T, B>> {
 template <class T>
 struct cursor_of<scalar_expr<T>> {
   using type = scalar_cursor<T>;
-  static bool flat(const scalar_expr<T>&, const shape_t&, char**, std::size_t*, int&) {
+  MELD_INLINE static bool flat(const scalar_expr<T>&, const shape_t&, char**, std::size_t*, int&) {
     return true;
   }
   template <class Table>
@@ -136,7 +136,8 @@ struct cursor_of<scalar_expr<T>> {
 template <class Op, class A>
 struct cursor_of<unary_expr<Op, A>> {
   using type = node_cursor<Op, typename cursor_of<A>::type>;
-  static bool flat(const unary_expr<Op, A>& e, const shape_t& s, char** p, std::size_t* z, int& k) {
+  MELD_INLINE static bool flat(const unary_expr<Op, A>& e, const shape_t& s, char** p,
+                               std::size_t* z, int& k) {
     return cursor_of<A>::flat(e.operand(), s, p, z, k);
   }
   template <class Table>
@@ -147,8 +148,8 @@ struct cursor_of<unary_expr<Op, A>> {
 template <class Op, class A, class B>
 struct cursor_of<binary_expr<Op, A, B>> {
   using type = node_cursor<Op, typename cursor_of<A>::type, typename cursor_of<B>::type>;
-  static bool flat(const binary_expr<Op, A, B>& e, const shape_t& s, char** p, std::size_t* z,
-                   int& k) {
+  MELD_INLINE static bool flat(const binary_expr<Op, A, B>& e, const shape_t& s, char** p,
+                               std::size_t* z, int& k) {
     return cursor_of<A>::flat(e.lhs(), s, p, z, k) && cursor_of<B>::flat(e.rhs(), s, p, z, k);
   }
   template <class Table>
@@ -161,8 +162,8 @@ template <class Op, class A, class B, class C>
 struct cursor_of<ternary_expr<Op, A, B, C>> {
   using type = node_cursor<Op, typename cursor_of<A>::type, typename cursor_of<B>::type,
                            typename cursor_of<C>::type>;
-  static bool flat(const ternary_expr<Op, A, B, C>& e, const shape_t& s, char** p, std::size_t* z,
-                   int& k) {
+  MELD_INLINE static bool flat(const ternary_expr<Op, A, B, C>& e, const shape_t& s, char** p,
+                               std::size_t* z, int& k) {
     return cursor_of<A>::flat(e.first(), s, p, z, k) &&
            cursor_of<B>::flat(e.second(), s, p, z, k) && cursor_of<C>::flat(e.third(), s, p, z, k);
   }
@@ -177,7 +178,8 @@ struct cursor_of<ternary_expr<Op, A, B, C>> {
 template <class R, class A>
 struct cursor_of<reduce_expr<R, A>> {
   using type = leaf_cursor<typename reduce_expr<R, A>::value_type>;
-  static bool flat(const reduce_expr<R, A>&, const shape_t&, char**, std::size_t*, int&) {
+  MELD_INLINE static bool flat(const reduce_expr<R, A>&, const shape_t&, char**, std::size_t*,
+                               int&) {
     return false;
   }
   template <class Table>
@@ -188,7 +190,8 @@ struct cursor_of<reduce_expr<R, A>> {
 template <class A, class B>
 struct cursor_of<matmul_expr<A, B>> {
   using type = leaf_cursor<typename matmul_expr<A, B>::value_type>;
-  static bool flat(const matmul_expr<A, B>&, const shape_t&, char**, std::size_t*, int&) {
+  MELD_INLINE static bool flat(const matmul_expr<A, B>&, const shape_t&, char**, std::size_t*,
+                               int&) {
     return false;
   }
   template <class Table>
@@ -280,10 +283,12 @@ inline bool needs_temporary_any(const leaf_info& dst, const leaf_info* leaves, i
 
 // ---- parallel splitting -------------------------------------------------------------------------
 
-inline index_t chunk_count(index_t elements, int cost) {
+MELD_INLINE index_t chunk_count(index_t elements, int cost) {
   const index_t work = elements * (cost + 2);
+  // Small work is decided before touching the pool (a function-local static and a thread-local).
+  if (work < 2 * parallel_work_threshold) return 1;
   const int threads = thread_pool::global().size();
-  if (threads == 1 || work < 2 * parallel_work_threshold || thread_pool::in_task()) return 1;
+  if (threads == 1 || thread_pool::in_task()) return 1;
   return std::clamp<index_t>(work / parallel_work_threshold, 1, index_t(threads) * 4);
 }
 
