@@ -93,6 +93,40 @@ TEMPLATE_TEST_CASE("tails of every length and element type leave neighbours unto
   }
 }
 
+// Destinations of 16 MiB and more are written with non-temporal stores (executor.hpp,
+// stream_store_bytes): an unaligned start, a partial last batch, comparisons, broadcast rows and
+// doubles, on 1..3 threads, against the scalar reference.
+TEST_CASE("large destinations (streaming stores) get every element right", "[cpu]") {
+  thread_count_guard guard;
+  const index_t n = (index_t(16) << 20) / index_t(sizeof(float)) + 37;
+  auto x = test::random_tensor<float>({n + 1}, 11);
+  auto z = test::random_tensor<float>({n + 1}, 12);
+  const auto xs = x.slice(range(1, n + 1));  // starts 4 bytes past a cache line
+  const auto zs = z.slice(range(0, n));
+  auto m = test::random_tensor<float>({2049, 2051}, 13);  // 16.8 MB, rows not multiples of 16
+  auto v = test::random_tensor<float>({2051}, 14);
+  auto d = test::random_tensor<double>({(index_t(16) << 20) / 8 + 5}, 15);
+  for (int threads : {1, 2, 3}) {
+    INFO("threads " << threads);
+    meld::set_num_threads(threads);
+    tensor<float> y = 1.5f * xs - zs * xs;
+    tensor<float> c = xs > zs;
+    tensor<float> b = m + v;
+    tensor<double> dd = d * 2.0 + 1.0;
+    for (index_t i = 0; i < n; ++i) {
+      const float a = xs(i), w = zs(i);
+      if (std::abs(y(i) - (1.5f * a - w * a)) > 1e-5f * (1 + std::abs(1.5f * a - w * a)))
+        FAIL("y element " << i);
+      if (c(i) != (a > w ? 1.f : 0.f)) FAIL("c element " << i);
+    }
+    for (index_t r = 0; r < 2049; ++r)
+      for (index_t j = 0; j < 2051; ++j)
+        if (b(r, j) != m(r, j) + v(j)) FAIL("b element " << r << ", " << j);
+    for (index_t i = 0; i < d.size(); ++i)
+      if (dd(i) != d(i) * 2.0 + 1.0) FAIL("dd element " << i);
+  }
+}
+
 TEST_CASE("multi-dimensional work splits across threads", "[cpu]") {
   thread_count_guard guard;
   auto m = test::random_tensor<float>({301, 517}, 1);

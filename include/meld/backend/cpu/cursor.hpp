@@ -112,6 +112,74 @@ MELD_INLINE void store_partial(T* p, index_t count, const Batch& v) {
   for (index_t l = 0; l < count; ++l) p[l] = buffer[l];
 }
 
+// Whether batches of Batch can be written with non-temporal (streaming) stores: x86 with SSE2,
+// AVX or AVX-512 registers and numeric elements.
+template <class Batch>
+inline constexpr bool can_stream = [] {
+  using A = typename Batch::arch_type;
+  using T = typename Batch::value_type;
+  if constexpr (!std::is_arithmetic_v<T> || sizeof(T) < 4) {
+    return false;
+  } else {
+#if defined(__AVX512F__)
+    if constexpr (std::is_base_of_v<xsimd::avx512f, A>) return true;
+#endif
+#if defined(__AVX__)
+    if constexpr (std::is_base_of_v<xsimd::avx, A>) return true;
+#endif
+#if defined(__SSE2__)
+    if constexpr (std::is_base_of_v<xsimd::sse2, A>) return true;
+#endif
+    return false;
+  }
+}();
+
+// Writes v to p (aligned to the batch's size) with a non-temporal store: the line goes to memory
+// without being read first (no read-for-ownership) and without filling the caches. Needs
+// can_stream<Batch> and an sfence (stream_fence) before other threads read the data.
+template <class Batch, class T>
+MELD_INLINE void store_stream(T* p, const Batch& v) {
+  using A = typename Batch::arch_type;
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, A>) {
+    if constexpr (std::is_same_v<T, float>)
+      return _mm512_stream_ps(p, v);
+    else if constexpr (std::is_same_v<T, double>)
+      return _mm512_stream_pd(p, v);
+    else
+      return _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
+  }
+#endif
+#if defined(__AVX__)
+  if constexpr (std::is_base_of_v<xsimd::avx, A>) {
+    if constexpr (std::is_same_v<T, float>)
+      return _mm256_stream_ps(p, v);
+    else if constexpr (std::is_same_v<T, double>)
+      return _mm256_stream_pd(p, v);
+    else
+      return _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v);
+  }
+#endif
+#if defined(__SSE2__)
+  if constexpr (std::is_base_of_v<xsimd::sse2, A>) {
+    if constexpr (std::is_same_v<T, float>)
+      return _mm_stream_ps(p, v);
+    else if constexpr (std::is_same_v<T, double>)
+      return _mm_stream_pd(p, v);
+    else
+      return _mm_stream_si128(reinterpret_cast<__m128i*>(p), v);
+  }
+#endif
+  v.store_aligned(p);
+}
+
+// Orders this thread's non-temporal stores before its later stores (the pool's completion flag).
+MELD_INLINE void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
 // ---- leaves -------------------------------------------------------------------------------------
 
 template <class T>
@@ -247,6 +315,14 @@ struct dest_cursor {
       store<Batch>(j, xsimd::select(v, Batch(T(1)), Batch(T(0))));
     else
       v.store_unaligned(row + j);
+  }
+  // Stores a batch at row + j, aligned to the batch's size, with a non-temporal store.
+  template <class Batch, class V>
+  MELD_INLINE void store_stream(index_t j, const V& v) const {
+    if constexpr (!std::is_same_v<V, Batch>)
+      store_stream<Batch>(j, xsimd::select(v, Batch(T(1)), Batch(T(0))));
+    else
+      cpu_eval::store_stream<Batch>(row + j, v);
   }
   // Stores the first `count` lanes.
   template <class Batch, class V>

@@ -167,6 +167,26 @@ void assign_row(void* ctx, char* const* rows, index_t, index_t n) {
   }
 }
 
+// dst = src with non-temporal stores, for destinations far larger than the caches: each line is
+// written without being read first and without evicting the operands. Elements before the first
+// batch-aligned address and the tail go through partial batches (the same SIMD code, so every
+// element gets the same value as with assign_row).
+template <class Batch, class T, class C>
+void assign_row_stream(void* ctx, char* const* rows, index_t, index_t n) {
+  dest_cursor<T> dst{reinterpret_cast<T*>(rows[0])};
+  C src = *static_cast<const C*>(ctx);
+  int k = 1;
+  src.set_rows(rows, k);
+  constexpr index_t W = Batch::size;
+  constexpr auto bytes = static_cast<std::uintptr_t>(W) * sizeof(T);
+  const auto misaligned = reinterpret_cast<std::uintptr_t>(dst.row) % bytes;
+  index_t j = std::min(n, static_cast<index_t>((bytes - misaligned) % bytes / sizeof(T)));
+  if (j > 0) dst.template store_tail<Batch>(0, j, src.template load_tail<Batch>(0, j));
+  for (; j + W <= n; j += W) dst.template store_stream<Batch>(j, src.template load<Batch>(j));
+  if (j < n) dst.template store_tail<Batch>(j, n - j, src.template load_tail<Batch>(j, n - j));
+  stream_fence();
+}
+
 // ---- reductions ---------------------------------------------------------------------------------
 
 // Elements per block. A block is summed with four SIMD accumulators (each lane sees
