@@ -682,7 +682,7 @@ void reduce_axis_row(void* ctx, char* const* rows, index_t j, index_t n) {
   } else {
     out = static_cast<Result>(s.acc.finish());
     if constexpr (std::is_same_v<R, reducers::mean>) out /= Result(s.extent);
-    s.acc = {};
+    s.acc.clear();
   }
   *reinterpret_cast<T*>(rows[0]) = static_cast<T>(out);
 }
