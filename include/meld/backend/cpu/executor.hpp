@@ -546,53 +546,16 @@ template <class R>
 inline constexpr bool is_arg_reducer =
     std::is_same_v<R, reducers::argmax> || std::is_same_v<R, reducers::argmin>;
 
-template <class R, class E>
-auto reduce(const E& e) {
+// The reduction of n elements of the cursor `src`, whose leaves are contiguous from base[i]
+// (`planned` null: the flat path) or walked by the plan `planned`.
+template <class R, class E, class C, int N>
+auto reduce_run(const C& src, index_t n, char* const* base, const std::size_t* elem,
+                const plan_ref* planned) {
   using V = value_t<E>;
   constexpr bool is_mean = std::is_same_v<R, reducers::mean>;
   using Fold = std::conditional_t<is_mean, reducers::sum, R>;
   using A = accumulator_t<R, V>;
   using Result = typename R::template result<V>;
-  using C = cursor_t<E>;
-
-  const shape_t& shape = e.shape();
-  const index_t n = shape.product();
-  if (n == 0) {
-    if constexpr (R::needs_elements) {
-      throw shape_error(cat(R::name, ": the expression of shape ", shape,
-                            " is empty, and an empty ", R::name, " has no value"));
-    } else if constexpr (is_mean) {
-      return std::numeric_limits<Result>::quiet_NaN();
-    } else {
-      return static_cast<Result>(R::template identity<A>());
-    }
-  }
-
-  constexpr int N = std::max(1, C::leaf_count);
-  char* base[N] = {};
-  std::size_t elem[N] = {1};
-  leaf_table<C::leaf_count> table;
-  int k = 0;
-  // The flat fast path reads contiguous leaves in place; otherwise plan the iteration.
-  const bool flat = cursor_of<E>::flat(e, shape, base, elem, k);
-  C src;
-  plan<N> p;
-  if (flat) {
-    no_table none;
-    src = cursor_of<E>::make(e, none);
-    p = flat_plan<N>(n, base, elem);
-  } else {
-    src = cursor_of<E>::make(e, table);
-    strides_t in[N];
-    if constexpr (C::leaf_count == 0) in[0] = dims::filled(shape.size(), 0);
-    for (int i = 0; i < C::leaf_count; ++i) {
-      const leaf_info& leaf = table.leaves[i];
-      base[i] = const_cast<char*>(leaf.data);
-      elem[i] = leaf.elem;
-      in[i] = broadcast_strides(leaf.shape, leaf.strides, shape);
-    }
-    p = make_plan<N>(shape, base, elem, in);
-  }
   const index_t chunks = chunk_count(n, detail::cost_of<E>::value + C::leaf_count);
 
   if constexpr (is_arg_reducer<R>) {
@@ -602,7 +565,7 @@ auto reduce(const E& e) {
     auto piece = [&](index_t i) { return n / chunks * i + (n % chunks) * i / chunks; };
     thread_pool::global().parallel_for(chunks, [&](index_t i) {
       best[i].linear = piece(i);
-      run_rows(p.ref(), piece(i), piece(i + 1), fn, &best[i]);
+      run_rows(*planned, piece(i), piece(i + 1), fn, &best[i]);
     });
     State out = best[0];
     for (const State& b : best)  // pieces in order: the first extreme wins ties
@@ -617,12 +580,12 @@ auto reduce(const E& e) {
     auto super = [&](index_t s) {
       State state{src, {}};
       const index_t b = s * reduce_superblock, e_ = std::min(n, (s + 1) * reduce_superblock);
-      if (flat) {
+      if (!planned) {
         char* rows[N];
         for (int i = 0; i < N; ++i) rows[i] = base[i] + b * static_cast<index_t>(elem[i]);
         fn(&state, rows, 0, e_ - b);
       } else {
-        run_rows(p.ref(), b, e_, fn, &state);
+        run_rows(*planned, b, e_, fn, &state);
       }
       return state.acc.finish();
     };
@@ -644,6 +607,59 @@ auto reduce(const E& e) {
     else
       return static_cast<Result>(folded);
   }
+}
+
+template <class R, class E>
+auto reduce(const E& e) {
+  using V = value_t<E>;
+  constexpr bool is_mean = std::is_same_v<R, reducers::mean>;
+  using A = accumulator_t<R, V>;
+  using Result = typename R::template result<V>;
+  using C = cursor_t<E>;
+
+  const shape_t& shape = e.shape();
+  const index_t n = shape.product();
+  if (n == 0) {
+    if constexpr (R::needs_elements) {
+      throw shape_error(cat(R::name, ": the expression of shape ", shape,
+                            " is empty, and an empty ", R::name, " has no value"));
+    } else if constexpr (is_mean) {
+      return std::numeric_limits<Result>::quiet_NaN();
+    } else {
+      return static_cast<Result>(R::template identity<A>());
+    }
+  }
+
+  constexpr int N = std::max(1, C::leaf_count);
+  char* base[N] = {};
+  std::size_t elem[N] = {1};
+  int k = 0;
+  // The flat fast path reads contiguous leaves in place, without a leaf table or a plan (zeroing
+  // and copying those costs as much as summing 1000 floats); otherwise plan the iteration.
+  if (cursor_of<E>::flat(e, shape, base, elem, k)) {
+    no_table none;
+    const C src = cursor_of<E>::make(e, none);
+    if constexpr (is_arg_reducer<R>) {
+      const plan<N> p = flat_plan<N>(n, base, elem);
+      const plan_ref ref = p.ref();
+      return reduce_run<R, E, C, N>(src, n, base, elem, &ref);
+    } else {
+      return reduce_run<R, E, C, N>(src, n, base, elem, nullptr);
+    }
+  }
+  leaf_table<C::leaf_count> table;
+  const C src = cursor_of<E>::make(e, table);
+  strides_t in[N];
+  if constexpr (C::leaf_count == 0) in[0] = dims::filled(shape.size(), 0);
+  for (int i = 0; i < C::leaf_count; ++i) {
+    const leaf_info& leaf = table.leaves[i];
+    base[i] = const_cast<char*>(leaf.data);
+    elem[i] = leaf.elem;
+    in[i] = broadcast_strides(leaf.shape, leaf.strides, shape);
+  }
+  const plan<N> p = make_plan<N>(shape, base, elem, in);
+  const plan_ref ref = p.ref();
+  return reduce_run<R, E, C, N>(src, n, base, elem, &ref);
 }
 
 // ---- reduce along an axis -----------------------------------------------------------------------
