@@ -12,6 +12,9 @@
 // which the pool is faster; the threshold is set near there (see benchmarks/RESULTS.md).
 #include "common.hpp"
 
+#include <chrono>
+#include <thread>
+
 namespace {
 
 using bench::index_t;
@@ -102,5 +105,19 @@ void pool_round_trip(benchmark::State& state) {
   for (auto _ : state) meld::thread_pool::global().parallel_for(bench::all_threads(), [](index_t) {});
 }
 BENCHMARK(pool_round_trip)->Name("threshold/empty/pool")->UseRealTime();
+
+// The same after the pool has been idle for 2 ms, so that its workers have stopped spinning and
+// sleep: the cost of the first parallel assignment after a pause.
+void pool_round_trip_cold(benchmark::State& state) {
+  bench::use_threads(bench::all_threads());
+  for (auto _ : state) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const auto start = std::chrono::steady_clock::now();
+    meld::thread_pool::global().parallel_for(bench::all_threads(), [](index_t) {});
+    state.SetIterationTime(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+}
+BENCHMARK(pool_round_trip_cold)->Name("threshold/empty/pool_cold")->UseManualTime();
 
 }  // namespace

@@ -21,7 +21,7 @@ def load(path):
     for b in data["benchmarks"]:
         if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
             continue
-        name = re.sub(r"/real_time$", "", b["run_name"])
+        name = re.sub(r"/(real|manual)_time$", "", b["run_name"])
         parts = name.split("/")
         args = dict(p.split(":", 1) for p in parts if ":" in p)
         plain = [p for p in parts if ":" not in p]
@@ -162,6 +162,7 @@ def threshold(runs):
     exprs = sorted({c.split("/")[1] for (c, _, _, _) in runs if c.startswith("threshold/")} -
                    {"empty"})
     empty = runs.get(("threshold/empty", "pool", 0, 1))
+    cold = runs.get(("threshold/empty", "pool_cold", 0, 1))
     for e in exprs:
         rows, crossover = [], None
         sizes = sorted({n for (c, _, n, _) in runs if c == f"threshold/{e}"})
@@ -180,7 +181,8 @@ def threshold(runs):
                    f"{'%.0f' % crossover if crossover else 'never (in this sweep)'}\n")
         out.append(table(["n", "work", "serial", "pool", "speedup"], rows))
     if empty:
-        out.append(f"\nAn empty parallel_for over every thread: {fmt_time(empty['ns'])}.")
+        out.append(f"\nAn empty parallel_for over every thread: {fmt_time(empty['ns'])} back to back"
+                   + (f", {fmt_time(cold['ns'])} after the pool idled 2 ms." if cold else "."))
     return "\n".join(out)
 
 
