@@ -50,6 +50,83 @@ TEST_CASE("every size near the vector width and the parallel split", "[cpu]") {
   }
 }
 
+// Every length from 1 to past two vector widths (up to 16 lanes), on every element type, at every
+// start offset within a cache line: each element matches the scalar reference, and the elements
+// just before and after the destination keep their values (partial batches load and store only
+// their own lanes).
+TEMPLATE_TEST_CASE("tails of every length and element type leave neighbours untouched", "[cpu]",
+                   float, double, std::int32_t, std::int64_t) {
+  using T = TestType;
+  thread_count_guard guard;
+  meld::set_num_threads(1);
+  constexpr index_t guard_value = 77, pad = 16;
+  for (index_t n = 1; n <= 40; ++n) {
+    for (index_t offset : {index_t(0), index_t(1), index_t(3), index_t(7)}) {
+      INFO("n " << n << " offset " << offset);
+      auto x = test::random_tensor<T>({n + 2 * pad}, std::uint32_t(n * 8 + offset));
+      auto z = test::random_tensor<T>({n + 2 * pad}, std::uint32_t(n * 8 + offset + 1000));
+      tensor<T> out({n + 2 * pad});
+      out = T(guard_value);
+      auto xs = x.slice(range(pad + offset, pad + offset + n));
+      auto zs = z.slice(range(pad - offset, pad - offset + n));
+      auto dst = out.slice(range(pad + offset, pad + offset + n));
+      dst = xs * T(3) - zs + meld::maximum(xs, zs);  // flat path: contiguous views
+      tensor<T> fresh = xs * T(3) - zs + meld::maximum(xs, zs);
+      for (index_t i = 0; i < n + 2 * pad; ++i) {
+        const bool inside = i >= pad + offset && i < pad + offset + n;
+        if (!inside) {
+          REQUIRE(out(i) == T(guard_value));
+          continue;
+        }
+        const T a = xs(i - pad - offset), b = zs(i - pad - offset);
+        const T want = static_cast<T>(a * T(3) - b + std::max(a, b));
+        // Exact for integers; floats may differ by the rounding of a fused multiply-add.
+        const double tol = std::is_integral_v<T> ? 0.0 : 1e-5 * (1 + std::abs(double(want)));
+        REQUIRE(std::abs(double(out(i)) - double(want)) <= tol);
+        REQUIRE(std::abs(double(fresh(i - pad - offset)) - double(want)) <= tol);
+      }
+      // A reduction's tail: sum over the same lengths, against a double reference.
+      double want = 0;
+      for (index_t i = 0; i < n; ++i) want += static_cast<double>(xs(i));
+      REQUIRE(static_cast<double>(meld::sum(xs)) == Approx(want).margin(1e-4));
+    }
+  }
+}
+
+// Destinations of 16 MiB and more are written with non-temporal stores (executor.hpp,
+// stream_store_bytes): an unaligned start, a partial last batch, comparisons, broadcast rows and
+// doubles, on 1..3 threads, against the scalar reference.
+TEST_CASE("large destinations (streaming stores) get every element right", "[cpu]") {
+  thread_count_guard guard;
+  const index_t n = (index_t(16) << 20) / index_t(sizeof(float)) + 37;
+  auto x = test::random_tensor<float>({n + 1}, 11);
+  auto z = test::random_tensor<float>({n + 1}, 12);
+  const auto xs = x.slice(range(1, n + 1));  // starts 4 bytes past a cache line
+  const auto zs = z.slice(range(0, n));
+  auto m = test::random_tensor<float>({2049, 2051}, 13);  // 16.8 MB, rows not multiples of 16
+  auto v = test::random_tensor<float>({2051}, 14);
+  auto d = test::random_tensor<double>({(index_t(16) << 20) / 8 + 5}, 15);
+  for (int threads : {1, 2, 3}) {
+    INFO("threads " << threads);
+    meld::set_num_threads(threads);
+    tensor<float> y = 1.5f * xs - zs * xs;
+    tensor<float> c = xs > zs;
+    tensor<float> b = m + v;
+    tensor<double> dd = d * 2.0 + 1.0;
+    for (index_t i = 0; i < n; ++i) {
+      const float a = xs(i), w = zs(i);
+      if (std::abs(y(i) - (1.5f * a - w * a)) > 1e-5f * (1 + std::abs(1.5f * a - w * a)))
+        FAIL("y element " << i);
+      if (c(i) != (a > w ? 1.f : 0.f)) FAIL("c element " << i);
+    }
+    for (index_t r = 0; r < 2049; ++r)
+      for (index_t j = 0; j < 2051; ++j)
+        if (b(r, j) != m(r, j) + v(j)) FAIL("b element " << r << ", " << j);
+    for (index_t i = 0; i < d.size(); ++i)
+      if (dd(i) != d(i) * 2.0 + 1.0) FAIL("dd element " << i);
+  }
+}
+
 TEST_CASE("multi-dimensional work splits across threads", "[cpu]") {
   thread_count_guard guard;
   auto m = test::random_tensor<float>({301, 517}, 1);

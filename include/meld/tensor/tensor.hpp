@@ -160,7 +160,7 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   void assign(const E& e) {
     const shape_t* u = e.uniform_shape();
     if (u && (u == &detail::any_shape || *u == this->shape())) {
-      detail::assign_to_view(*this, e, "assignment");
+      detail::assign_checked(*this, e);  // the shape is checked: skip assign_to_view's walk
       return;
     }
     const shape_t shape = e.shape();

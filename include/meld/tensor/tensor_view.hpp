@@ -86,8 +86,15 @@ struct operand_closure<const tensor_view<T, B>> : operand_closure<tensor_view<T,
 
 namespace detail {
 
-// Evaluates e into dst (a tensor or a view): e's shape must broadcast to dst's. The backend takes
-// care of operands that overlap dst.
+// Evaluates the expression e into dst, once e's shape is known to broadcast to dst's: the one
+// place where assignments reach the backend. The backend takes care of operands that overlap dst.
+template <class Dst, class E>
+void assign_checked(const Dst& dst, const E& e) {
+  using B = common_backend_t<typename Dst::backend_type, backend_t<E>>;
+  executor<B>::assign(dst, e);
+}
+
+// Evaluates e into dst (a tensor or a view): e's shape must broadcast to dst's.
 template <class Dst, class E>
 void assign_to_view(const Dst& dst, E&& e, const char* what) {
   if constexpr (scalar_type<E>) {
@@ -102,8 +109,7 @@ void assign_to_view(const Dst& dst, E&& e, const char* what) {
         throw shape_error(cat(what, ": an expression of shape ", shape,
                               " cannot be assigned to a tensor of shape ", dst.shape()));
     }
-    using B = common_backend_t<typename Dst::backend_type, backend_t<E>>;
-    executor<B>::assign(dst, e);
+    assign_checked(dst, e);
   }
 }
 

@@ -14,6 +14,7 @@
 //   set_rows(rows, k)       take row pointers rows[k], rows[k + 1], ... (one per leaf)
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
@@ -23,6 +24,161 @@
 #include "gcc12_warnings.hpp"  // push
 
 namespace meld::detail::cpu_eval {
+
+// ---- partial batches ----------------------------------------------------------------------------
+
+#if defined(__AVX2__)
+// The AVX2 mask of the first `lanes` lanes of `Bytes`-byte elements (the sign bit of each lane).
+template <int Bytes>
+MELD_INLINE __m256i avx_lane_mask(unsigned lanes) {
+  if constexpr (Bytes == 4)
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  else
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(static_cast<long long>(lanes)),
+                              _mm256_setr_epi64x(0, 1, 2, 3));
+}
+#endif
+
+// The first `count` (0 < count < Batch::size) elements at p in the first lanes of a batch, zeros in
+// the others; with AVX-512 or AVX2 one masked load, which never touches memory past the end.
+// A row's tail goes through the same SIMD code as the rest, so that each element's value does not
+// depend on where a row or a thread's chunk ends.
+template <class Batch, class T>
+MELD_INLINE Batch load_partial(const T* p, index_t count) {
+  [[maybe_unused]] const auto lanes = static_cast<unsigned>(count);
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, typename Batch::arch_type>) {
+    const auto mask = static_cast<std::uint16_t>((1u << lanes) - 1);
+    if constexpr (std::is_same_v<T, float>)
+      return Batch(_mm512_maskz_loadu_ps(mask, p));
+    else if constexpr (std::is_same_v<T, double>)
+      return Batch(_mm512_maskz_loadu_pd(static_cast<__mmask8>(mask), p));
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 4)
+      return Batch(_mm512_maskz_loadu_epi32(mask, p));
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 8)
+      return Batch(_mm512_maskz_loadu_epi64(static_cast<__mmask8>(mask), p));
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_base_of_v<xsimd::avx2, typename Batch::arch_type>) {
+    if constexpr (std::is_same_v<T, float>)
+      return Batch(_mm256_maskload_ps(p, avx_lane_mask<4>(lanes)));
+    else if constexpr (std::is_same_v<T, double>)
+      return Batch(_mm256_maskload_pd(p, avx_lane_mask<8>(lanes)));
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 4)
+      return Batch(_mm256_maskload_epi32(reinterpret_cast<const int*>(p), avx_lane_mask<4>(lanes)));
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 8)
+      return Batch(
+          _mm256_maskload_epi64(reinterpret_cast<const long long*>(p), avx_lane_mask<8>(lanes)));
+  }
+#endif
+  alignas(64) T buffer[Batch::size] = {};
+  for (index_t l = 0; l < count; ++l) buffer[l] = p[l];
+  return Batch::load_aligned(buffer);
+}
+
+// Stores the first `count` (0 < count < Batch::size) lanes of v at p, and nothing else.
+template <class Batch, class T>
+MELD_INLINE void store_partial(T* p, index_t count, const Batch& v) {
+  [[maybe_unused]] const auto lanes = static_cast<unsigned>(count);
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, typename Batch::arch_type>) {
+    const auto mask = static_cast<std::uint16_t>((1u << lanes) - 1);
+    if constexpr (std::is_same_v<T, float>)
+      return _mm512_mask_storeu_ps(p, mask, v);
+    else if constexpr (std::is_same_v<T, double>)
+      return _mm512_mask_storeu_pd(p, static_cast<__mmask8>(mask), v);
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 4)
+      return _mm512_mask_storeu_epi32(p, mask, v);
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 8)
+      return _mm512_mask_storeu_epi64(p, static_cast<__mmask8>(mask), v);
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_base_of_v<xsimd::avx2, typename Batch::arch_type>) {
+    if constexpr (std::is_same_v<T, float>)
+      return _mm256_maskstore_ps(p, avx_lane_mask<4>(lanes), v);
+    else if constexpr (std::is_same_v<T, double>)
+      return _mm256_maskstore_pd(p, avx_lane_mask<8>(lanes), v);
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 4)
+      return _mm256_maskstore_epi32(reinterpret_cast<int*>(p), avx_lane_mask<4>(lanes), v);
+    else if constexpr (std::is_integral_v<T> && sizeof(T) == 8)
+      return _mm256_maskstore_epi64(reinterpret_cast<long long*>(p), avx_lane_mask<8>(lanes), v);
+  }
+#endif
+  alignas(64) T buffer[Batch::size];
+  v.store_aligned(buffer);
+  for (index_t l = 0; l < count; ++l) p[l] = buffer[l];
+}
+
+// Whether batches of Batch can be written with non-temporal (streaming) stores: x86 with SSE2,
+// AVX or AVX-512 registers and numeric elements.
+template <class Batch>
+inline constexpr bool can_stream = [] {
+  using A = typename Batch::arch_type;
+  using T = typename Batch::value_type;
+  if constexpr (!std::is_arithmetic_v<T> || sizeof(T) < 4) {
+    return false;
+  } else {
+#if defined(__AVX512F__)
+    if constexpr (std::is_base_of_v<xsimd::avx512f, A>) return true;
+#endif
+#if defined(__AVX__)
+    if constexpr (std::is_base_of_v<xsimd::avx, A>) return true;
+#endif
+#if defined(__SSE2__)
+    if constexpr (std::is_base_of_v<xsimd::sse2, A>) return true;
+#endif
+    return false;
+  }
+}();
+
+// Writes v to p (aligned to the batch's size) with a non-temporal store: the line goes to memory
+// without being read first (no read-for-ownership) and without filling the caches. Needs
+// can_stream<Batch> and an sfence (stream_fence) before other threads read the data.
+template <class Batch, class T>
+MELD_INLINE void store_stream(T* p, const Batch& v) {
+  using A = typename Batch::arch_type;
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, A>) {
+    if constexpr (std::is_same_v<T, float>)
+      return _mm512_stream_ps(p, v);
+    else if constexpr (std::is_same_v<T, double>)
+      return _mm512_stream_pd(p, v);
+    else
+      return _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
+  }
+#endif
+#if defined(__AVX__)
+  if constexpr (std::is_base_of_v<xsimd::avx, A>) {
+    if constexpr (std::is_same_v<T, float>)
+      return _mm256_stream_ps(p, v);
+    else if constexpr (std::is_same_v<T, double>)
+      return _mm256_stream_pd(p, v);
+    else
+      return _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v);
+  }
+#endif
+#if defined(__SSE2__)
+  if constexpr (std::is_base_of_v<xsimd::sse2, A>) {
+    if constexpr (std::is_same_v<T, float>)
+      return _mm_stream_ps(p, v);
+    else if constexpr (std::is_same_v<T, double>)
+      return _mm_stream_pd(p, v);
+    else
+      return _mm_stream_si128(reinterpret_cast<__m128i*>(p), v);
+  }
+#endif
+  v.store_aligned(p);
+}
+
+// Orders this thread's non-temporal stores before its later stores (the pool's completion flag).
+MELD_INLINE void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
 
 // ---- leaves -------------------------------------------------------------------------------------
 
@@ -41,13 +197,9 @@ struct leaf_cursor {
   MELD_INLINE Batch load(index_t j) const {
     return Batch::load_unaligned(row + j);
   }
-  // The tail of a row goes through the same SIMD code as the rest, so that each element's value
-  // does not depend on where a row or a thread's chunk ends.
   template <class Batch>
   MELD_INLINE Batch load_tail(index_t j, index_t count) const {
-    alignas(64) T lanes[Batch::size] = {};
-    for (index_t l = 0; l < count; ++l) lanes[l] = row[j + l];
-    return Batch::load_aligned(lanes);
+    return load_partial<Batch>(row + j, count);
   }
 };
 
@@ -164,15 +316,21 @@ struct dest_cursor {
     else
       v.store_unaligned(row + j);
   }
+  // Stores a batch at row + j, aligned to the batch's size, with a non-temporal store.
+  template <class Batch, class V>
+  MELD_INLINE void store_stream(index_t j, const V& v) const {
+    if constexpr (!std::is_same_v<V, Batch>)
+      store_stream<Batch>(j, xsimd::select(v, Batch(T(1)), Batch(T(0))));
+    else
+      cpu_eval::store_stream<Batch>(row + j, v);
+  }
   // Stores the first `count` lanes.
   template <class Batch, class V>
   MELD_INLINE void store_tail(index_t j, index_t count, const V& v) const {
     if constexpr (!std::is_same_v<V, Batch>) {
       store_tail<Batch>(j, count, xsimd::select(v, Batch(T(1)), Batch(T(0))));
     } else {
-      alignas(64) T lanes[Batch::size];
-      v.store_aligned(lanes);
-      for (index_t l = 0; l < count; ++l) row[j + l] = lanes[l];
+      store_partial<Batch>(row + j, count, v);
     }
   }
 };

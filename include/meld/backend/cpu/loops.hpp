@@ -167,14 +167,31 @@ void assign_row(void* ctx, char* const* rows, index_t, index_t n) {
   }
 }
 
+// dst = src with non-temporal stores, for destinations far larger than the caches: each line is
+// written without being read first and without evicting the operands. Elements before the first
+// batch-aligned address and the tail go through partial batches (the same SIMD code, so every
+// element gets the same value as with assign_row).
+template <class Batch, class T, class C>
+void assign_row_stream(void* ctx, char* const* rows, index_t, index_t n) {
+  dest_cursor<T> dst{reinterpret_cast<T*>(rows[0])};
+  C src = *static_cast<const C*>(ctx);
+  int k = 1;
+  src.set_rows(rows, k);
+  constexpr index_t W = Batch::size;
+  constexpr auto bytes = static_cast<std::uintptr_t>(W) * sizeof(T);
+  const auto misaligned = reinterpret_cast<std::uintptr_t>(dst.row) % bytes;
+  index_t j = std::min(n, static_cast<index_t>((bytes - misaligned) % bytes / sizeof(T)));
+  if (j > 0) dst.template store_tail<Batch>(0, j, src.template load_tail<Batch>(0, j));
+  for (; j + W <= n; j += W) dst.template store_stream<Batch>(j, src.template load<Batch>(j));
+  if (j < n) dst.template store_tail<Batch>(j, n - j, src.template load_tail<Batch>(j, n - j));
+  stream_fence();
+}
+
 // ---- reductions ---------------------------------------------------------------------------------
 
-// Elements per block. A block is summed with four SIMD accumulators (each lane sees
-// block / (4 * lanes) elements in order), blocks are combined pairwise.
-inline constexpr index_t reduce_block = 256;
-// Blocks per superblock: the unit of parallel work. Superblock boundaries depend only on the
+// Elements per superblock: the unit of parallel work. Superblock boundaries depend only on the
 // element count, so a reduction gives the same bits for any thread count.
-inline constexpr index_t reduce_superblock = reduce_block * 128;
+inline constexpr index_t reduce_superblock = index_t(1) << 15;
 
 // Pairwise combination of a stream of values: a binary counter of partial results, so that value
 // i meets others in a balanced tree (error O(log n) instead of O(n)).
@@ -201,9 +218,51 @@ struct pairwise_stack {
   }
 };
 
-// Horizontal reduction of a batch in a fixed tree order.
+// Horizontal reduction of a batch in a fixed tree order: lane l meets lane l + width for width =
+// lanes / 2, lanes / 4, ..., 1. For float and double on x86 the same order runs in registers
+// (the upper half of the vector onto the lower one; a tree through a stack array stalls on
+// store forwarding, which costs more than summing 1000 floats).
 template <class R, class A, class Batch>
 A horizontal(const Batch& b) {
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<A, float> || std::is_same_v<A, double>) {
+    using Arch = typename Batch::arch_type;
+    constexpr bool is_float = std::is_same_v<A, float>;
+    const R op{};
+    auto halves_128 = [&](auto v) {  // 128 bits down to one lane
+      using B = xsimd::batch<A, xsimd::sse2>;
+      if constexpr (is_float) {
+        const B two = op(B(v), B(_mm_movehl_ps(v, v)));
+        return _mm_cvtss_f32(op(two, B(_mm_shuffle_ps(two, two, 1))));
+      } else {
+        return _mm_cvtsd_f64(op(B(v), B(_mm_unpackhi_pd(v, v))));
+      }
+    };
+    [[maybe_unused]] auto halves_256 = [&](auto v) {
+      using B = xsimd::batch<A, xsimd::sse2>;
+      if constexpr (is_float)
+        return halves_128(op(B(_mm256_castps256_ps128(v)), B(_mm256_extractf128_ps(v, 1))).data);
+      else
+        return halves_128(op(B(_mm256_castpd256_pd128(v)), B(_mm256_extractf128_pd(v, 1))).data);
+    };
+#if defined(__AVX512F__)
+    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+      using B = xsimd::batch<A, xsimd::avx>;
+      const auto v = b.data;
+      if constexpr (is_float) {
+        const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+        return halves_256(op(B(_mm512_castps512_ps256(v)), B(hi)).data);
+      } else {
+        return halves_256(op(B(_mm512_castpd512_pd256(v)), B(_mm512_extractf64x4_pd(v, 1))).data);
+      }
+    }
+#endif
+#if defined(__AVX__)
+    if constexpr (std::is_base_of_v<xsimd::avx, Arch>) return halves_256(b.data);
+#endif
+    if constexpr (std::is_base_of_v<xsimd::sse2, Arch>) return halves_128(b.data);
+  }
+#endif
   alignas(64) A lanes[Batch::size];
   b.store_aligned(lanes);
   for (std::size_t width = Batch::size / 2; width >= 1; width /= 2)
@@ -211,69 +270,95 @@ A horizontal(const Batch& b) {
   return lanes[0];
 }
 
-// Folds a stream of row segments with reducer R into accumulators of type A: blocks of
-// reduce_block elements, four independent accumulators per block, blocks combined pairwise.
+// Folds a stream of row segments with reducer R into accumulators of type A. Blocks of `block`
+// elements are summed with four independent accumulators (each accumulator lane adds 16 elements
+// of a block in order); the blocks' vectors are combined lane by lane in a balanced tree
+// (pairwise_stack), and the lanes of the result in a fixed tree at the end (horizontal). So the
+// error stays O(log n), and the horizontal step costs nothing per block.
 template <class R, class A, class Batch>
 struct block_reducer {
   static constexpr index_t W = batch_size<Batch>;
+  static constexpr index_t block = std::max<index_t>(256, 64 * W);
+  static_assert(reduce_superblock % block == 0);
   using acc_type = std::conditional_t<std::is_void_v<Batch>, A, Batch>;
 
   acc_type acc[4];
   index_t filled = 0;
-  pairwise_stack<R, A> blocks;
+  pairwise_stack<R, acc_type> blocks;
 
   block_reducer() { reset(); }
 
-  void reset() {
-    for (auto& a : acc) a = acc_type(R::template identity<A>());
-    filled = 0;
+  // Starts over (for the next output of an axis reduction).
+  void clear() {
+    reset();
+    blocks.top = 0;
   }
 
   template <class C>
   MELD_INLINE void consume(const C& c, index_t j, index_t end) {
     while (j < end) {
-      const index_t take = std::min(end - j, reduce_block - filled);
+      const index_t take = std::min(end - j, block - filled);
       accumulate(c, j, j + take);
       filled += take;
       j += take;
-      if (filled == reduce_block) flush();
+      if (filled == block) flush();
     }
   }
 
   A finish() {
     if (filled) flush();
-    return blocks.result(R::template identity<A>());
+    const acc_type total = blocks.result(acc_type(R::template identity<A>()));
+    if constexpr (std::is_void_v<Batch>)
+      return total;
+    else
+      return horizontal<R, A>(total);
   }
 
  private:
+  void reset() {
+    for (auto& a : acc) a = acc_type(R::template identity<A>());
+    filled = 0;
+  }
+
+  // The accumulators live in locals during the loop: SIMD vector types may alias anything, so
+  // members would be stored back to memory after every addition.
   template <class C>
   MELD_INLINE void accumulate(const C& c, index_t j, index_t e) {
     const R op{};
+    acc_type a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
     if constexpr (std::is_void_v<Batch>) {
-      for (; j + 4 <= e; j += 4)
-        for (int u = 0; u < 4; ++u) acc[u] = op(acc[u], static_cast<A>(c.get(j + u)));
-      for (; j < e; ++j) acc[0] = op(acc[0], static_cast<A>(c.get(j)));
+      for (; j + 4 <= e; j += 4) {
+        a0 = op(a0, static_cast<A>(c.get(j)));
+        a1 = op(a1, static_cast<A>(c.get(j + 1)));
+        a2 = op(a2, static_cast<A>(c.get(j + 2)));
+        a3 = op(a3, static_cast<A>(c.get(j + 3)));
+      }
+      for (; j < e; ++j) a0 = op(a0, static_cast<A>(c.get(j)));
     } else {
-      for (; j + 4 * W <= e; j += 4 * W)
-        for (int u = 0; u < 4; ++u) acc[u] = op(acc[u], c.template load<Batch>(j + u * W));
-      for (; j + W <= e; j += W) acc[0] = op(acc[0], c.template load<Batch>(j));
+      for (; j + 4 * W <= e; j += 4 * W) {
+        a0 = op(a0, c.template load<Batch>(j));
+        a1 = op(a1, c.template load<Batch>(j + W));
+        a2 = op(a2, c.template load<Batch>(j + 2 * W));
+        a3 = op(a3, c.template load<Batch>(j + 3 * W));
+      }
+      for (; j + W <= e; j += W) a0 = op(a0, c.template load<Batch>(j));
       if (j < e) {  // the tail through the same SIMD code, other lanes set to the identity
         alignas(64) A iota[W];
         for (index_t l = 0; l < W; ++l) iota[l] = static_cast<A>(l);
         const auto in_tail = Batch::load_aligned(iota) < Batch(static_cast<A>(e - j));
-        acc[1] = op(acc[1], xsimd::select(in_tail, c.template load_tail<Batch>(j, e - j),
-                                          Batch(R::template identity<A>())));
+        a1 = op(a1, xsimd::select(in_tail, c.template load_tail<Batch>(j, e - j),
+                                  Batch(R::template identity<A>())));
       }
     }
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
   }
 
   void flush() {
     const R op{};
-    const acc_type both = op(op(acc[0], acc[1]), op(acc[2], acc[3]));
-    if constexpr (std::is_void_v<Batch>)
-      blocks.push(both);
-    else
-      blocks.push(horizontal<R, A>(both));
+    blocks.push(op(op(acc[0], acc[1]), op(acc[2], acc[3])));
     reset();
   }
 };
