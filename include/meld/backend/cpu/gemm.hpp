@@ -1,15 +1,42 @@
 // Matrix products on the CPU: C = alpha A B + beta C for strided operands.
 //
-// This is the reference implementation: a cache-blocked i-k-j loop whose inner loop runs along
-// contiguous rows of B and C (vectorized by the compiler), with rows of C split over the thread
-// pool. It accepts any strides (transposed views included, without copying).
+// float and double go through a blocked, packed GEMM of the kind BLIS describes (Van Zee and van de
+// Geijn, "BLIS: A Framework for Rapidly Instantiating BLAS Functionality", 2015):
+//
+//   for jc over n in blocks of NC          B block (KC x NC) lives in L3, shared by all threads
+//     for pc over k in blocks of KC
+//       pack B[pc:+KC, jc:+NC] into NR-wide panels                        (in parallel)
+//       for each task of output rows (in parallel), in blocks of MC rows:
+//         pack A[ic:+MC, pc:+KC] into MR-tall panels, times alpha          A block lives in L2
+//         for jr over the block's NR panels                                B panel lives in L1
+//           for ir over the block's MR panels
+//             micro-kernel: the MR x NR tile of C += A panel x B panel     C tile in registers
+//
+// Packing makes every operand layout (row-major, transposed, any strides, even negative or zero)
+// run the same contiguous micro-kernel; only packing reads the strides. A is scaled by alpha while
+// it is packed; beta is applied once, by the first k block (the later ones add).
+//
+// Threads split the output into blocks of whole tiles and never split k, so each element of C is
+// computed by the same operations in the same order whatever the thread count: results are
+// bitwise identical for 1 or 64 threads.
+//
+// Small products (where packing does not pay), integer types, and a row vector times a row-major
+// matrix use the reference loop below. With MELD_ENABLE_BLAS defined (the CMake option of that
+// name), float and double go to the system BLAS when their strides allow it (gemm_blas.hpp).
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdlib>
 #include <type_traits>
 
 #include "../../core/config.hpp"
+#include "cache_sizes.hpp"
+#include "gemm_kernel.hpp"
+#include "memory.hpp"
 #include "thread_pool.hpp"
+
+#include "gcc12_warnings.hpp"  // push
 
 namespace meld::detail::cpu_eval {
 
@@ -20,8 +47,18 @@ struct matrix_ref {
   index_t rows, cols;
   index_t rs, cs;
   MELD_INLINE T& operator()(index_t i, index_t j) const { return data[i * rs + j * cs]; }
+  matrix_ref transposed() const { return {data, cols, rows, cs, rs}; }
 };
 
+// C = beta C, where beta == 0 writes zeros (NaN in C included): the product of an empty k.
+template <class T>
+void gemm_scale(T beta, matrix_ref<T> c) {
+  for (index_t i = 0; i < c.rows; ++i)
+    for (index_t j = 0; j < c.cols; ++j) c(i, j) = beta == T(0) ? T(0) : beta * c(i, j);
+}
+
+// The reference: a cache-blocked i-k-j loop whose inner loop runs along contiguous rows of B and
+// C (vectorized by the compiler), with rows of C split over the thread pool. Any strides, any type.
 template <class T>
 void gemm_reference(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta,
                     matrix_ref<T> c) {
@@ -55,10 +92,224 @@ void gemm_reference(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T bet
                                      [&](index_t t) { rows(m * t / tasks, m * (t + 1) / tasks); });
 }
 
-// The entry point the executor calls; the optimized kernel replaces this body.
+// ---- the blocked GEMM ---------------------------------------------------------------------------
+
+// Cache blocking: MC rows of A and KC columns (a KC x NC block of B) per step.
+struct gemm_blocking {
+  index_t mc, kc, nc;
+};
+
+// The block sizes for a tile shape and the host's caches, by the analytical model of Low et al.
+// ("Analytical Modeling Is Enough for High-Performance BLIS", 2016), simplified:
+//   KC: a KC x NR panel of B stays in L1 while MR x KC panels of A stream through it from L2, so
+//       it takes half of L1 (the other half holds the A panels in flight and the C tile).
+//   MC: the MC x KC block of A stays in L2 while the B panels pass: half of L2.
+//   NC: the KC x NC block of B stays in L3 (shared): half of it, at most 8192 columns.
+// On the AVX-512 Xeon of benchmarks/RESULTS.md (48 KiB L1d, 2 MiB L2) this gives, for floats,
+// KC = 192, MC = 1356, NC = 8192; KC within 128..384 and MC within 256..2048 measured within 3 %.
+template <class T, class Tile>
+gemm_blocking make_gemm_blocking(const cache_sizes& caches) {
+  const auto s = static_cast<index_t>(sizeof(T));
+  auto round_down = [](index_t v, index_t unit, index_t lo, index_t hi) {
+    return std::clamp(v / unit * unit, lo, hi);
+  };
+  const index_t l1 = static_cast<index_t>(caches.l1), l2 = static_cast<index_t>(caches.l2);
+  const index_t l3 = std::max(static_cast<index_t>(caches.l3), l2);
+  const index_t kc = round_down(l1 / 2 / (Tile::nr * s), 16, 64, 1024);
+  const index_t mc = round_down(l2 / 2 / (kc * s), Tile::mr, Tile::mr * 4, Tile::mr * 256);
+  const index_t nc = round_down(l3 / 2 / (kc * s), Tile::nr, Tile::nr * 8, 8192);
+  return {mc, kc, nc};
+}
+
+template <class T, class Tile = gemm_tile<T>>
+const gemm_blocking& default_gemm_blocking() {
+  static const gemm_blocking blocking = make_gemm_blocking<T, Tile>(host_cache_sizes());
+  return blocking;
+}
+
+// A per-thread buffer for packed panels, grown on demand and kept for the next product (fresh
+// memory costs a page fault per 4 KiB on first touch; see shared/MACHINE-FACTS.md). Its size is
+// bounded by the block sizes: MC x KC for A, KC x NC for B.
+class gemm_workspace {
+ public:
+  gemm_workspace() = default;
+  gemm_workspace(const gemm_workspace&) = delete;
+  gemm_workspace& operator=(const gemm_workspace&) = delete;
+  ~gemm_workspace() { std::free(data_); }
+
+  template <class T>
+  T* get(index_t elements) {
+    const std::size_t bytes = static_cast<std::size_t>(elements) * sizeof(T);
+    if (bytes > bytes_) {
+      std::free(data_);
+      data_ = nullptr;
+      bytes_ = 0;
+      data_ = cpu_allocate(bytes);  // aligned to a cache line at least; throws when it cannot
+      bytes_ = bytes;
+    }
+    return static_cast<T*>(data_);
+  }
+
+  // Packed A (private to the thread that packs it) and packed B (shared by the caller's tasks).
+  static gemm_workspace& for_a() {
+    thread_local gemm_workspace w;
+    return w;
+  }
+  static gemm_workspace& for_b() {
+    thread_local gemm_workspace w;
+    return w;
+  }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+inline index_t ceil_div(index_t a, index_t b) {
+  return (a + b - 1) / b;
+}
+
+// C = alpha A B + beta C with the packed micro-kernel, on `threads` threads of the global pool.
+// m, n, k > 0; alpha != 0.
+template <class T, class Tile = gemm_tile<T>>
+void gemm_blocked(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta, matrix_ref<T> c,
+                  const gemm_blocking& blocking, int threads) {
+  constexpr int MR = Tile::mr, NR = Tile::nr;
+  using Arch = typename Tile::batch::arch_type;
+  const index_t m = c.rows, n = c.cols, k = a.cols;
+  const index_t kc_max = std::min(blocking.kc, k);
+  const index_t nc_max = std::min(blocking.nc, ceil_div(n, NR) * NR);
+  const index_t mc_panels = std::max<index_t>(1, blocking.mc / MR);
+  const index_t m_panels = ceil_div(m, MR);
+
+  // Tasks: mt blocks of whole row panels (each at most MC rows, so that its A block fits in L2;
+  // a multiple of the thread count, so that the threads get equal shares) times nt blocks of
+  // column panels (more than one only when there are fewer row panels than threads).
+  index_t mt = ceil_div(m_panels, mc_panels);
+  if (threads > 1) mt = std::min(m_panels, ceil_div(mt, threads) * threads);
+
+  T* packed_b = gemm_workspace::for_b().get<T>(kc_max * nc_max);
+  thread_pool& pool = thread_pool::global();
+
+  for (index_t jc = 0; jc < n; jc += nc_max) {
+    const index_t nc = std::min(nc_max, n - jc);
+    const index_t n_panels = ceil_div(nc, NR);
+    const index_t nt = threads > 1 && mt < threads ? std::min(n_panels, ceil_div(threads, mt)) : 1;
+    for (index_t pc = 0; pc < k; pc += kc_max) {
+      const index_t kc = std::min(kc_max, k - pc);
+      const T beta_now = pc == 0 ? beta : T(1);  // the first k block applies beta, later ones add
+
+      const index_t pack_tasks = std::min<index_t>(n_panels, threads);
+      auto pack_b = [&](index_t t) {
+        for (index_t q = n_panels * t / pack_tasks; q < n_panels * (t + 1) / pack_tasks; ++q) {
+          const index_t j = jc + q * NR;
+          pack_b_panel<T, NR>(b.data + pc * b.rs + j * b.cs, b.rs, b.cs,
+                              std::min<index_t>(NR, n - j), kc, packed_b + q * NR * kc);
+        }
+      };
+      if (pack_tasks == 1)
+        pack_b(0);
+      else
+        pool.parallel_for(pack_tasks, pack_b);
+
+      auto block = [&](index_t t) {
+        const index_t im = t / nt, in = t % nt;
+        const index_t p_end = m_panels * (im + 1) / mt;
+        const index_t q0 = n_panels * in / nt, q1 = n_panels * (in + 1) / nt;
+        T* packed_a = gemm_workspace::for_a().get<T>(std::min(mc_panels, m_panels) * MR * kc_max);
+        for (index_t p0 = m_panels * im / mt; p0 < p_end; p0 += mc_panels) {
+          const index_t p1 = std::min(p_end, p0 + mc_panels);
+          for (index_t p = p0; p < p1; ++p) {
+            const index_t i = p * MR;
+            pack_a_panel<T, MR>(a.data + i * a.rs + pc * a.cs, a.rs, a.cs,
+                                std::min<index_t>(MR, m - i), kc, alpha,
+                                packed_a + (p - p0) * MR * kc);
+          }
+          for (index_t q = q0; q < q1; ++q) {
+            const index_t j = jc + q * NR, cols = std::min<index_t>(NR, n - j);
+            const T* panel_b = packed_b + q * NR * kc;
+            for (index_t p = p0; p < p1; ++p) {
+              const index_t i = p * MR, rows = std::min<index_t>(MR, m - i);
+              const T* panel_a = packed_a + (p - p0) * MR * kc;
+              T* tile_c = c.data + i * c.rs + j * c.cs;
+              if (rows == MR && cols == NR && c.cs == 1) {
+                gemm_micro_kernel<T, MR, Tile::nv, Arch>(kc, panel_a, panel_b, beta_now, tile_c,
+                                                         c.rs);
+                continue;
+              }
+              // An edge tile, or C without unit column stride: compute the whole tile aside and
+              // keep the part inside C.
+              alignas(64) T tile[MR * NR];
+              gemm_micro_kernel<T, MR, Tile::nv, Arch>(kc, panel_a, panel_b, T(0), tile, NR);
+              for (index_t r = 0; r < rows; ++r)
+                for (index_t jj = 0; jj < cols; ++jj) {
+                  T& to = tile_c[r * c.rs + jj * c.cs];
+                  to = beta_now == T(0) ? tile[r * NR + jj] : beta_now * to + tile[r * NR + jj];
+                }
+            }
+          }
+        }
+      };
+      if (mt * nt == 1)
+        block(0);
+      else
+        pool.parallel_for(mt * nt, block);
+    }
+  }
+}
+
+// Products below this many multiply-adds (m n k) stay on one thread: waking the pool costs a few
+// microseconds, in which one core does ~2^17 multiply-adds.
+inline constexpr index_t gemm_parallel_work = index_t(1) << 17;
+
+// Products below this many multiply-adds use the reference loop: packing does not pay there.
+inline constexpr index_t gemm_small_work = index_t(1) << 12;
+
+}  // namespace meld::detail::cpu_eval
+
+#if defined(MELD_ENABLE_BLAS) && MELD_ENABLE_BLAS
+#include "gemm_blas.hpp"
+#endif
+
+namespace meld::detail::cpu_eval {
+
+// c = alpha a b + beta c for float or double with m, n, k > 0 and alpha != 0, c storing rows
+// with unit stride where it can.
+template <class T>
+void gemm_oriented(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta, matrix_ref<T> c) {
+#if defined(MELD_ENABLE_BLAS) && MELD_ENABLE_BLAS
+  if (gemm_blas(alpha, a, b, beta, c)) return;
+#endif
+  const index_t m = c.rows, n = c.cols, k = a.cols;
+  const index_t work = m * n * k;
+  // Small products, and a row vector times a row-major matrix (rows of B scaled and added: the
+  // reference's inner loop, already bound by reading B), skip packing.
+  if (work < gemm_small_work || (m == 1 && b.cs == 1 && c.cs == 1))
+    return gemm_reference(alpha, a, b, beta, c);
+  const bool serial = work < gemm_parallel_work || thread_pool::in_task();
+  gemm_blocked<T>(alpha, a, b, beta, c, default_gemm_blocking<T>(),
+                  serial ? 1 : thread_pool::global().size());
+}
+
+// The entry point the executor calls: c = alpha a b + beta c. c does not overlap a or b. With
+// alpha == 0 (or k == 0), a and b are not read; with beta == 0, c is not read (BLAS semantics).
 template <class T>
 void gemm(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta, matrix_ref<T> c) {
-  gemm_reference(alpha, a, b, beta, c);
+  const index_t m = c.rows, n = c.cols, k = a.cols;
+  if (m == 0 || n == 0) return;
+  if (k == 0 || alpha == T(0)) return gemm_scale(beta, c);
+  if constexpr (!std::is_same_v<T, float> && !std::is_same_v<T, double>) {
+    gemm_reference(alpha, a, b, beta, c);
+  } else {
+    // The kernel stores rows of C with vector instructions: when C is column-major, compute the
+    // transposed product C^T = B^T A^T instead (nothing moves). A column vector C becomes a row.
+    if ((c.cs != 1 && c.rs == 1) || (n == 1 && m > 1))
+      gemm_oriented(alpha, b.transposed(), a.transposed(), beta, c.transposed());
+    else
+      gemm_oriented(alpha, a, b, beta, c);
+  }
 }
 
 }  // namespace meld::detail::cpu_eval
+
+#include "gcc12_warnings.hpp"  // pop
