@@ -373,6 +373,8 @@ TEST_CASE("matmul gives the same bits for 1, 2, 3 and 4 threads", "[cpu]") {
   thread_count_guard guard;
   auto a = test::random_tensor<float>({301, 203}, 7);
   auto b = test::random_tensor<float>({203, 517}, 8);
+  auto v = test::random_tensor<float>({1, 777}, 17);
+  auto w = test::random_tensor<float>({777, 2100}, 18);
   auto ad = test::random_tensor<double>({97, 1001}, 9);
   auto bd = test::random_tensor<double>({1001, 83}, 10);
   meld::set_num_threads(1);
@@ -380,6 +382,9 @@ TEST_CASE("matmul gives the same bits for 1, 2, 3 and 4 threads", "[cpu]") {
   tensor<double> d1 = meld::matmul(ad, bd);
   check_within(c1, expected_gemm<float>(1, a, b, 0, c1));
   check_within(d1, expected_gemm<double>(1, ad, bd, 0, d1));
+  tensor<float> r1 = meld::matmul(v, w), t1 = meld::matmul(w.transpose(), v.transpose());
+  check_within(r1, expected_gemm<float>(1, v, w, 0, r1));
+  check_within(t1, expected_gemm<float>(1, w.transpose(), v.transpose(), 0, t1));
   for (int threads : {2, 3, 4}) {
     meld::set_num_threads(threads);
     INFO("threads " << threads);
@@ -387,6 +392,9 @@ TEST_CASE("matmul gives the same bits for 1, 2, 3 and 4 threads", "[cpu]") {
     tensor<double> d = meld::matmul(ad, bd);
     REQUIRE(std::memcmp(c.data(), c1.data(), sizeof(float) * std::size_t(c.size())) == 0);
     REQUIRE(std::memcmp(d.data(), d1.data(), sizeof(double) * std::size_t(d.size())) == 0);
+    tensor<float> r = meld::matmul(v, w), t = meld::matmul(w.transpose(), v.transpose());
+    REQUIRE(std::memcmp(r.data(), r1.data(), sizeof(float) * std::size_t(r.size())) == 0);
+    REQUIRE(std::memcmp(t.data(), t1.data(), sizeof(float) * std::size_t(t.size())) == 0);
   }
 }
 
@@ -394,8 +402,10 @@ TEST_CASE("vector-shaped products and batches of strided matrices", "[cpu]") {
   thread_count_guard guard;
   meld::set_num_threads(2);
   // Row vector times a matrix, matrix times a column vector, a dot product, an outer product.
-  for (auto [m, n, k] : {std::tuple<index_t, index_t, index_t>{1, 300, 500},
-                         {300, 1, 500},
+  for (auto [m, n, k] : {std::tuple<index_t, index_t, index_t>{1, 300, 503},
+                         {300, 1, 503},
+                         {1, 1500, 301},  // several chunks of columns, on two threads
+                         {1300, 1, 203},
                          {1, 1, 1000},
                          {200, 150, 1}}) {
     for (layout_kind la : {layout_kind::row_major, layout_kind::column_major, layout_kind::strided})

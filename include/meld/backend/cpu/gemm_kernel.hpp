@@ -58,7 +58,7 @@ struct gemm_tile {
 // beta == 0 writes C without reading it (NaN or garbage there is ignored). a and b are packed
 // panels, b aligned to the vector size.
 template <class T, int MR, int NV, class Arch>
-void gemm_micro_kernel(index_t kc, const T* a, const T* b, T beta, T* c, index_t ldc) {
+MELD_NOINLINE void gemm_micro_kernel(index_t kc, const T* a, const T* b, T beta, T* c, index_t ldc) {
   using B = xsimd::batch<T, Arch>;
   constexpr int W = static_cast<int>(B::size), NR = NV * W;
   // Start fetching the tile of C now: its first use is after the whole k loop. (A plain loop:
@@ -82,14 +82,7 @@ void gemm_micro_kernel(index_t kc, const T* a, const T* b, T beta, T* c, index_t
     unrolled<MR>([&](auto r) {
       unrolled<NV>([&](auto v) { acc[r][v].store_unaligned(c + r * ldc + v * W); });
     });
-  } else if (beta == T(1)) {
-    unrolled<MR>([&](auto r) {
-      unrolled<NV>([&](auto v) {
-        T* to = c + r * ldc + v * W;
-        (B::load_unaligned(to) + acc[r][v]).store_unaligned(to);
-      });
-    });
-  } else {
+  } else {  // beta C + AB in one rounding (exactly C + AB when beta is 1)
     const B bb(beta);
     unrolled<MR>([&](auto r) {
       unrolled<NV>([&](auto v) {
@@ -111,16 +104,12 @@ void pack_a_panel(const T* a, index_t rs, index_t cs, index_t rows, index_t kc, 
     constexpr index_t line = 64 / sizeof(T);
     for (index_t p0 = 0; p0 < kc; p0 += line) {
       const index_t p1 = std::min(kc, p0 + line);
-      unrolled<MR>([&](auto r) {
-        const T* row = a + r * rs;
-        for (index_t p = p0; p < p1; ++p) to[p * MR + r] = alpha * row[p];
-      });
+      for (index_t r = 0; r < MR; ++r)
+        for (index_t p = p0; p < p1; ++p) to[p * MR + r] = alpha * a[r * rs + p];
     }
   } else if (rows == MR && rs == 1) {  // column-major A (a transposed view): contiguous columns
-    for (index_t p = 0; p < kc; ++p, to += MR) {
-      const T* col = a + p * cs;
-      unrolled<MR>([&](auto r) { to[r] = alpha * col[r]; });
-    }
+    for (index_t p = 0; p < kc; ++p, to += MR)
+      for (index_t r = 0; r < MR; ++r) to[r] = alpha * a[r + p * cs];
   } else {
     for (index_t p = 0; p < kc; ++p, to += MR)
       for (index_t r = 0; r < MR; ++r) to[r] = r < rows ? alpha * a[r * rs + p * cs] : T(0);
