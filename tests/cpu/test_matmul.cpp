@@ -428,6 +428,20 @@ TEST_CASE("vector-shaped products and batches of strided matrices", "[cpu]") {
     auto cs = c.slice(s);
     check_within(cs, expected_gemm<float>(1, a.slice(s), b.slice(s), 0, cs));
   }
+  // Many small products: one per task, the same bits for any thread count.
+  auto xs = test::random_tensor<double>({64, 12, 20}, 19);
+  auto ws = test::random_tensor<double>({20, 16}, 20);
+  meld::set_num_threads(1);
+  tensor<double> ys1 = meld::matmul(xs, ws);
+  for (int threads : {2, 3}) {
+    meld::set_num_threads(threads);
+    tensor<double> ys = meld::matmul(xs, ws);
+    REQUIRE(std::memcmp(ys.data(), ys1.data(), sizeof(double) * std::size_t(ys.size())) == 0);
+  }
+  for (index_t s = 0; s < 64; ++s) {
+    auto ys = ys1.slice(s);
+    check_within(ys, expected_gemm<double>(1, xs.slice(s), ws, 0, ys));
+  }
   // Accumulation into a batch of views.
   tensor<float> acc = meld::full<float>({4, 37, 29}, 1.f);
   meld::gemm(2.f, a, b, 1.f, acc);
