@@ -27,9 +27,11 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <type_traits>
+#include <vector>
 
 #include "../../core/config.hpp"
 #include "cache_sizes.hpp"
@@ -100,14 +102,18 @@ struct gemm_blocking {
   index_t mc, kc, nc;
 };
 
-// The block sizes for a tile shape and the host's caches, by the analytical model of Low et al.
-// ("Analytical Modeling Is Enough for High-Performance BLIS", 2016), simplified:
-//   KC: a KC x NR panel of B stays in L1 while MR x KC panels of A stream through it from L2, so
-//       it takes half of L1 (the other half holds the A panels in flight and the C tile).
-//   MC: the MC x KC block of A stays in L2 while the B panels pass: half of L2.
-//   NC: the KC x NC block of B stays in L3 (shared): half of it, at most 8192 columns.
-// On the AVX-512 Xeon of benchmarks/RESULTS.md (48 KiB L1d, 2 MiB L2) this gives, for floats,
-// KC = 192, MC = 1356, NC = 8192; KC within 128..384 and MC within 256..2048 measured within 3 %.
+// The block sizes for a tile shape and the host's caches. The loop order is BLIS's (a KC x NR
+// micro-panel of B is reused by every MR x KC micro-panel of A of a block), with KC chosen larger
+// than BLIS's analytical model (Low et al., 2016) would, which keeps the B micro-panel in L1.
+// Measured on the AVX-512 Xeon of benchmarks/RESULTS.md (48 KiB L1d, 2 MiB L2), single-threaded
+// 2048 x 2048 floats: KC = 192 (B micro-panel in L1) 118 GFLOP/s, 384: 128, 768: 140, 1024: 143,
+// 1536: 141. Each k block adds one pass of loads and stores over C, which costs more than
+// streaming B's micro-panel from L2 (about 21 bytes per cycle, well within L2's bandwidth).
+//   KC: the MR x KC micro-panel of A in half of L1, the KC x NR micro-panel of B in a quarter of
+//   L2. MC: the MC x KC block of A in L2 (MC barely mattered: within 3 % from 250 to 1000 rows).
+//   NC: the KC x NC block of B in half of L3 (shared), at most 4096 columns (the buffer's size).
+// This gives KC = 1024, MC = 510, NC = 4096 for floats there, and KC = 672 for floats on a core
+// with 32 KiB L1d and AVX2.
 template <class T, class Tile>
 gemm_blocking make_gemm_blocking(const cache_sizes& caches) {
   const auto s = static_cast<index_t>(sizeof(T));
@@ -116,9 +122,10 @@ gemm_blocking make_gemm_blocking(const cache_sizes& caches) {
   };
   const index_t l1 = static_cast<index_t>(caches.l1), l2 = static_cast<index_t>(caches.l2);
   const index_t l3 = std::max(static_cast<index_t>(caches.l3), l2);
-  const index_t kc = round_down(l1 / 2 / (Tile::nr * s), 16, 64, 1024);
-  const index_t mc = round_down(l2 / 2 / (kc * s), Tile::mr, Tile::mr * 4, Tile::mr * 256);
-  const index_t nc = round_down(l3 / 2 / (kc * s), Tile::nr, Tile::nr * 8, 8192);
+  const index_t kc =
+      round_down(std::min(l1 / 2 / (Tile::mr * s), l2 / 4 / (Tile::nr * s)), 16, 128, 2048);
+  const index_t mc = round_down(l2 / (kc * s), Tile::mr, Tile::mr * 4, Tile::mr * 512);
+  const index_t nc = round_down(l3 / 2 / (kc * s), Tile::nr, Tile::nr * 4, 4096);
   return {mc, kc, nc};
 }
 
@@ -130,7 +137,7 @@ const gemm_blocking& default_gemm_blocking() {
 
 // A per-thread buffer for packed panels, grown on demand and kept for the next product (fresh
 // memory costs a page fault per 4 KiB on first touch; see shared/MACHINE-FACTS.md). Its size is
-// bounded by the block sizes: MC x KC for A, KC x NC for B.
+// bounded by the block sizes: a KC x NC block of B and, per thread, an MC x KC block of A.
 class gemm_workspace {
  public:
   gemm_workspace() = default;
@@ -151,12 +158,8 @@ class gemm_workspace {
     return static_cast<T*>(data_);
   }
 
-  // Packed A (private to the thread that packs it) and packed B (shared by the caller's tasks).
-  static gemm_workspace& for_a() {
-    thread_local gemm_workspace w;
-    return w;
-  }
-  static gemm_workspace& for_b() {
+  // The calling thread's workspace (a product's tasks use their caller's).
+  static gemm_workspace& local() {
     thread_local gemm_workspace w;
     return w;
   }
@@ -188,9 +191,18 @@ void gemm_blocked(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta,
   // column panels (more than one only when there are fewer row panels than threads).
   index_t mt = ceil_div(m_panels, mc_panels);
   if (threads > 1) mt = std::min(m_panels, ceil_div(mt, threads) * threads);
+  const index_t nt_max = threads > 1 && mt < threads ? ceil_div(threads, mt) : 1;
 
-  T* packed_b = gemm_workspace::for_b().get<T>(kc_max * nc_max);
+  // Every buffer exists before C is written, so that a failed allocation leaves C as it was: the
+  // packed B block, shared by the tasks, and a packed A block for each task that can run at once
+  // (a task takes a free one when it starts).
   thread_pool& pool = thread_pool::global();
+  const index_t slots = threads > 1 ? std::min<index_t>(mt * nt_max, pool.size()) : 1;
+  constexpr index_t align = 64 / sizeof(T);
+  const index_t b_size = kc_max * nc_max;
+  const index_t a_size = ceil_div(std::min(mc_panels, m_panels) * MR * kc_max, align) * align;
+  T* packed_b = gemm_workspace::local().get<T>(b_size + slots * a_size);
+  std::vector<std::atomic<bool>> slot_taken(static_cast<std::size_t>(slots));
 
   for (index_t jc = 0; jc < n; jc += nc_max) {
     const index_t nc = std::min(nc_max, n - jc);
@@ -217,7 +229,12 @@ void gemm_blocked(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta,
         const index_t im = t / nt, in = t % nt;
         const index_t p_end = m_panels * (im + 1) / mt;
         const index_t q0 = n_panels * in / nt, q1 = n_panels * (in + 1) / nt;
-        T* packed_a = gemm_workspace::for_a().get<T>(std::min(mc_panels, m_panels) * MR * kc_max);
+        index_t slot = 0;
+        for (bool free = false; !slot_taken[std::size_t(slot)].compare_exchange_strong(
+                 free, true, std::memory_order_acquire);
+             free = false)
+          slot = (slot + 1) % slots;
+        T* packed_a = packed_b + b_size + slot * a_size;
         for (index_t p0 = m_panels * im / mt; p0 < p_end; p0 += mc_panels) {
           const index_t p1 = std::min(p_end, p0 + mc_panels);
           for (index_t p = p0; p < p1; ++p) {
@@ -250,11 +267,13 @@ void gemm_blocked(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta,
             }
           }
         }
+        slot_taken[std::size_t(slot)].store(false, std::memory_order_release);
       };
-      if (mt * nt == 1)
-        block(0);
-      else
+      if (threads == 1) {
+        for (index_t t = 0; t < mt * nt; ++t) block(t);
+      } else {
         pool.parallel_for(mt * nt, block);
+      }
     }
   }
 }
@@ -281,7 +300,7 @@ void gemm_row_vector(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T be
   using V = xsimd::batch<T>;
   constexpr index_t W = static_cast<index_t>(V::size);
   const index_t k = a.cols, n = c.cols;
-  T* x = gemm_workspace::for_b().get<T>(k);
+  T* x = gemm_workspace::local().get<T>(k);
   for (index_t p = 0; p < k; ++p) x[p] = alpha * a(0, p);
   auto store = [&](index_t j, T value) {
     T& to = c(0, j);

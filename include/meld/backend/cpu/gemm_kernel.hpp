@@ -40,17 +40,22 @@ MELD_INLINE void unrolled(F&& f) {
 // The shape of the register tile for element type T on the SIMD architecture xsimd selected.
 // MR x NV vectors of accumulators, plus NV vectors of B and one broadcast of A, must fit in the
 // register file: 32 vector registers with AVX-512 and AArch64 NEON, 16 with SSE and AVX2.
-//   32 registers: 12 x 2 vectors (24 accumulators; 12 x 32 floats with AVX-512). Measured on an
-//                 AVX-512 Xeon against 6 x 2, 8 x 3, 14 x 2 and 6 x 4 (benchmarks/RESULTS.md).
-//   16 registers: 6 x 2 vectors (12 accumulators; 6 x 16 floats with AVX2), the classic shape.
+//   32 registers: 6 x 4 vectors (24 accumulators; 6 x 64 floats with AVX-512). Measured on an
+//                 AVX-512 Xeon against 12 x 2, 14 x 2 and 8 x 3 (all 24-28 accumulators): all
+//                 run at the FMA peak with panels in L1, and 6 x 4 was 3-10 % faster in whole
+//                 products (n = 512 to 2048): per step it loads 10 vectors against 14 for 12 x 2,
+//                 and a tile of C spans 6 rows, not 12 (fewer cache sets when rows are 4 KiB
+//                 apart).
+//   16 registers: 6 x 2 vectors (12 accumulators; 6 x 16 floats with AVX2), the classic shape;
+//                 4 x 3 measured the same (AVX2 build on the same Xeon).
 template <class T, class Arch = xsimd::default_arch>
 struct gemm_tile {
   using batch = xsimd::batch<T, Arch>;
   static constexpr bool wide_register_file =
       std::is_base_of_v<xsimd::avx512f, Arch> || std::is_base_of_v<xsimd::neon64, Arch>;
   static constexpr int width = static_cast<int>(batch::size);
-  static constexpr int nv = 2;
-  static constexpr int mr = wide_register_file ? 12 : 6;
+  static constexpr int nv = wide_register_file ? 4 : 2;
+  static constexpr int mr = 6;
   static constexpr int nr = nv * width;
 };
 
@@ -58,7 +63,8 @@ struct gemm_tile {
 // beta == 0 writes C without reading it (NaN or garbage there is ignored). a and b are packed
 // panels, b aligned to the vector size.
 template <class T, int MR, int NV, class Arch>
-MELD_NOINLINE void gemm_micro_kernel(index_t kc, const T* a, const T* b, T beta, T* c, index_t ldc) {
+MELD_NOINLINE void gemm_micro_kernel(index_t kc, const T* a, const T* b, T beta, T* c,
+                                     index_t ldc) {
   using B = xsimd::batch<T, Arch>;
   constexpr int W = static_cast<int>(B::size), NR = NV * W;
   // Start fetching the tile of C now: its first use is after the whole k loop. (A plain loop:
