@@ -20,8 +20,8 @@
 // computed by the same operations in the same order whatever the thread count: results are
 // bitwise identical for 1 or 64 threads.
 //
-// Tiny products (where packing does not pay) and integer types use the reference loop below; a
-// row vector times a matrix (or a matrix times a column vector) streams the matrix unpacked. With
+// Integer types use the reference loop below, tiny products plain dot products; a row vector times
+// a matrix (or a matrix times a column vector) streams the matrix unpacked. With
 // MELD_ENABLE_BLAS defined (the CMake option of that name), float and double go to the system BLAS
 // when their strides allow it (gemm_blas.hpp).
 #pragma once
@@ -282,9 +282,19 @@ void gemm_blocked(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta,
 // microseconds, in which one core does ~2^17 multiply-adds.
 inline constexpr index_t gemm_parallel_work = index_t(1) << 17;
 
-// Products below this many multiply-adds use the reference loop: packing does not pay there
+// Products below this many multiply-adds use plain dot products: packing does not pay there
 // (measured: the packed kernel is already 2x faster at 8 x 8 x 8, even with B transposed).
 inline constexpr index_t gemm_small_work = index_t(1) << 9;
+
+template <class T>
+void gemm_tiny(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta, matrix_ref<T> c) {
+  for (index_t i = 0; i < c.rows; ++i)
+    for (index_t j = 0; j < c.cols; ++j) {
+      T s = T(0);
+      for (index_t p = 0; p < a.cols; ++p) s += a(i, p) * b(p, j);
+      c(i, j) = beta == T(0) ? alpha * s : alpha * s + beta * c(i, j);
+    }
+}
 
 // ---- a row vector times a matrix ----------------------------------------------------------------
 
@@ -384,7 +394,7 @@ void gemm_oriented(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta
 #endif
   const index_t m = c.rows, n = c.cols, k = a.cols;
   const index_t work = m * n * k;
-  if (work < gemm_small_work) return gemm_reference(alpha, a, b, beta, c);
+  if (work < gemm_small_work) return gemm_tiny(alpha, a, b, beta, c);
   const int threads =
       work < gemm_parallel_work || thread_pool::in_task() ? 1 : thread_pool::global().size();
   if (m == 1 && (b.cs == 1 || b.rs == 1)) return gemm_row_vector(alpha, a, b, beta, c, threads);
