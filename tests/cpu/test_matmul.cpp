@@ -1,5 +1,11 @@
 // Matrix products against a naive triple loop: shapes, transposed and strided views, batches,
-// gemm's alpha / beta, and errors.
+// gemm's alpha / beta, and errors. The blocked kernel is also driven directly with tiny block
+// sizes, so that every block boundary and edge tile is crossed with small matrices. Compiled twice:
+// as part of test_cpu, and as test_matmul_blas with MELD_ENABLE_BLAS (products go to the system
+// BLAS where the strides allow it).
+#include <cstring>
+#include <limits>
+
 #include "../support.hpp"
 
 using meld::index_t;
@@ -98,4 +104,362 @@ TEST_CASE("matmul shape errors", "[cpu]") {
   REQUIRE_THROWS_AS(meld::gemm(1.f, a, tensor<float>({4, 6}), 0.f, c), meld::shape_error);
   REQUIRE_THROWS_AS(meld::matmul(tensor<float>({2, 3, 4}), tensor<float>({3, 4, 5})),
                     meld::shape_error);
+}
+
+// ---- the optimized kernel -----------------------------------------------------------------------
+
+namespace {
+
+namespace cpu_eval = meld::detail::cpu_eval;
+
+struct thread_count_guard {
+  int saved = meld::num_threads();
+  ~thread_count_guard() { meld::set_num_threads(saved); }
+};
+
+// Element (i, j) of a rank-2 tensor or view, by stride arithmetic (independent of meld).
+template <class X>
+auto elem(const X& x, index_t i, index_t j) {
+  return x.data()[i * x.strides()[0] + j * x.strides()[1]];
+}
+
+// alpha a b + beta c0 in long double, and a bound on the rounding error of any float or double
+// evaluation: each element is a sum of k products, whatever the order or the use of fused
+// multiply-adds, within (k + 3) u (|alpha| |a| |b| + |beta| |c0|), u the unit roundoff (one more
+// rounding for alpha, two for beta c0 and the final addition). The test allows 2 u: the bound
+// stays tight enough to catch a wrong or missing term (a product of size ~1 against a bound of
+// ~k^2 1e-7 for floats).
+struct expected_product {
+  tensor<double> value, bound;
+};
+template <class T, class A, class B, class C>
+expected_product expected_gemm(double alpha, const A& a, const B& b, double beta, const C& c0) {
+  const index_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  const double u = std::numeric_limits<T>::epsilon();
+  expected_product e{tensor<double>({m, n}), tensor<double>({m, n})};
+  for (index_t i = 0; i < m; ++i)
+    for (index_t j = 0; j < n; ++j) {
+      long double s = 0, mag = 0;
+      for (index_t p = 0; p < k; ++p) {
+        const long double x = elem(a, i, p), y = elem(b, p, j);
+        s += x * y;
+        mag += std::fabs(x * y);
+      }
+      const double c = beta == 0 ? 0.0 : double(elem(c0, i, j));
+      e.value(i, j) = double(alpha * s + beta * c);
+      e.bound(i, j) =
+          double(k + 3) * u * (std::fabs(alpha) * double(mag) + std::fabs(beta * c)) + 1e-300;
+    }
+  return e;
+}
+
+template <class X>
+void check_within(const X& got, const expected_product& want) {
+  const index_t m = want.value.shape()[0], n = want.value.shape()[1];
+  REQUIRE(got.shape() == shape_t{m, n});
+  index_t bad = 0;
+  for (index_t i = 0; i < m; ++i)
+    for (index_t j = 0; j < n; ++j) {
+      const double g = elem(got, i, j), w = want.value(i, j);
+      if (!(std::fabs(g - w) <= want.bound(i, j))) {  // NaN fails too
+        if (bad++ < 5)
+          FAIL_CHECK("C(" << i << ", " << j << ") = " << g << ", want " << w << " +- "
+                          << want.bound(i, j));
+      }
+    }
+  REQUIRE(bad == 0);
+}
+
+// A rank-2 operand of shape {r, c} stored in one of several layouts, holding the same values as
+// a random row-major tensor: contiguous, transposed (column-major), strided (every other row and
+// every third column of a bigger tensor), or reversed (negative strides).
+enum class layout_kind { row_major, column_major, strided, reversed };
+constexpr layout_kind all_layouts[] = {layout_kind::row_major, layout_kind::column_major,
+                                       layout_kind::strided, layout_kind::reversed};
+
+template <class T>
+struct operand {
+  tensor<T> storage;
+  meld::tensor_view<T> view;
+};
+template <class T>
+operand<T> make_operand(index_t r, index_t c, layout_kind kind, std::uint32_t seed) {
+  switch (kind) {
+    case layout_kind::row_major: {
+      auto t = test::random_tensor<T>({r, c}, seed);
+      auto v = t.view();
+      return {std::move(t), v};
+    }
+    case layout_kind::column_major: {
+      auto t = test::random_tensor<T>({c, r}, seed);
+      auto v = t.transpose();
+      return {std::move(t), v};
+    }
+    case layout_kind::strided: {
+      auto t = test::random_tensor<T>({2 * r + 1, 3 * c + 2}, seed);
+      auto v = t.slice(range(1, 2 * r + 1, 2), range(2, 3 * c + 2, 3));
+      return {std::move(t), v};
+    }
+    case layout_kind::reversed: {
+      auto t = test::random_tensor<T>({r, c}, seed);
+      auto v = t.slice(range(r - 1, std::nullopt, -1), range(c - 1, std::nullopt, -1));
+      return {std::move(t), v};
+    }
+  }
+  throw std::logic_error("layout");
+}
+
+template <class T>
+cpu_eval::matrix_ref<const T> ref_of(const meld::tensor_view<T>& v) {
+  return {v.data(), v.shape()[0], v.shape()[1], v.strides()[0], v.strides()[1]};
+}
+template <class T>
+cpu_eval::matrix_ref<T> mutable_ref_of(const meld::tensor_view<T>& v) {
+  return {const_cast<T*>(v.data()), v.shape()[0], v.shape()[1], v.strides()[0], v.strides()[1]};
+}
+
+// The blocked kernel with tiny blocks (2 row panels, 7 steps of k, 2 column panels per block) for
+// one shape, operand layouts and alpha / beta chosen from `pick`.
+template <class T>
+void check_blocked(index_t m, index_t n, index_t k, int pick, int threads) {
+  using tile = cpu_eval::gemm_tile<T>;
+  const cpu_eval::gemm_blocking tiny{2 * tile::mr, 7, 2 * tile::nr};
+  const layout_kind la = all_layouts[pick % 4], lb = all_layouts[(pick / 4) % 4],
+                    lc = all_layouts[(pick / 16) % 4];
+  const T alphas[] = {T(1), T(-0.75)}, betas[] = {T(0), T(1), T(2.5)};
+  const T alpha = alphas[pick % 2], beta = betas[pick % 3];
+  INFO("m " << m << " n " << n << " k " << k << " layouts " << int(la) << int(lb) << int(lc)
+            << " alpha " << alpha << " beta " << beta << " threads " << threads);
+  auto a = make_operand<T>(m, k, la, std::uint32_t(3 * pick + 1));
+  auto b = make_operand<T>(k, n, lb, std::uint32_t(3 * pick + 2));
+  auto c = make_operand<T>(m, n, lc, std::uint32_t(3 * pick + 3));
+  if (beta == T(0)) c.view = std::numeric_limits<T>::quiet_NaN();  // must be ignored
+  const auto want = expected_gemm<T>(alpha, a.view, b.view, beta, c.view);
+  // The elements of c's storage outside the view must not change.
+  tensor<T> before = c.storage.clone();
+  std::vector<char> inside(std::size_t(c.storage.size()), 0);
+  for (index_t i = 0; i < m; ++i)
+    for (index_t j = 0; j < n; ++j)
+      inside[std::size_t(&c.view.data()[i * c.view.strides()[0] + j * c.view.strides()[1]] -
+                         c.storage.data())] = 1;
+  cpu_eval::gemm_blocked<T>(alpha, ref_of(a.view), ref_of(b.view), beta, mutable_ref_of(c.view),
+                            tiny, threads);
+  check_within(c.view, want);
+  for (index_t i = 0; i < c.storage.size(); ++i)
+    if (!inside[std::size_t(i)]) REQUIRE(c.storage.data()[i] == before.data()[i]);
+}
+
+}  // namespace
+
+TEST_CASE("the blocked kernel crosses every block boundary and edge tile", "[cpu]") {
+  thread_count_guard guard;
+  auto run = [](auto zero) {
+    using T = decltype(zero);
+    using tile = cpu_eval::gemm_tile<T>;
+    const index_t mr = tile::mr, nr = tile::nr;
+    const index_t ms[] = {1, mr - 1, mr, mr + 1, 2 * mr + 1, 5 * mr + 3};
+    const index_t ns[] = {1, nr - 1, nr, nr + 1, 2 * nr + 3, 5 * nr - 1};
+    const index_t ks[] = {1, 6, 7, 8, 15, 29};
+    int pick = 0;
+    for (index_t m : ms)
+      for (index_t n : ns)
+        for (index_t k : ks) {
+          const int threads = 1 + pick % 4;
+          meld::set_num_threads(threads);
+          check_blocked<T>(m, n, k, pick++, threads);
+        }
+  };
+  SECTION("float") {
+    run(0.f);
+  }
+  SECTION("double") {
+    run(0.0);
+  }
+}
+
+TEST_CASE("matmul around the default block sizes", "[cpu]") {
+  thread_count_guard guard;
+  auto run = [](auto zero) {
+    using T = decltype(zero);
+    using tile = cpu_eval::gemm_tile<T>;
+    const auto& blocks = cpu_eval::default_gemm_blocking<T>();
+    INFO("MC " << blocks.mc << " KC " << blocks.kc << " NC " << blocks.nc);
+    REQUIRE(blocks.mc % tile::mr == 0);
+    REQUIRE(blocks.nc % tile::nr == 0);
+    const std::tuple<index_t, index_t, index_t> shapes[] = {
+        {blocks.mc + 1, 2 * tile::nr + 1, blocks.kc + 1},  // one more row block, k block
+        {2 * tile::mr + 5, blocks.nc + 3, 3},              // one more column block
+        {37, 41, 2 * blocks.kc + 13},                      // three k blocks
+        {257, 263, 269}};                                  // primes
+    int seed = 100;
+    for (auto [m, n, k] : shapes)
+      for (int threads : {1, 3}) {
+        meld::set_num_threads(threads);
+        INFO(m << " x " << k << " by " << k << " x " << n << ", threads " << threads);
+        auto a = test::random_tensor<T>({m, k}, std::uint32_t(seed++));
+        auto b = test::random_tensor<T>({k, n}, std::uint32_t(seed++));
+        tensor<T> c = meld::matmul(a, b);
+        check_within(c, expected_gemm<T>(1, a, b, 0, c));
+        // The same product with both operands transposed views, into a transposed view.
+        tensor<T> at = a.transpose(), bt = b.transpose();
+        tensor<T> ct({n, m});
+        meld::gemm(T(1), at.transpose(), bt.transpose(), T(0), ct.transpose());
+        check_within(ct.transpose(), expected_gemm<T>(1, a, b, 0, c));
+      }
+  };
+  SECTION("float") {
+    run(0.f);
+  }
+  SECTION("double") {
+    run(0.0);
+  }
+}
+
+TEST_CASE("matmul and gemm with every operand layout on both sides", "[cpu]") {
+  thread_count_guard guard;
+  meld::set_num_threads(2);
+  int pick = 0;
+  for (layout_kind la : all_layouts)
+    for (layout_kind lb : all_layouts)
+      for (layout_kind lc : all_layouts) {
+        INFO("layouts " << int(la) << int(lb) << int(lc));
+        const index_t m = 61, n = 75, k = 53;
+        auto a = make_operand<float>(m, k, la, std::uint32_t(pick++));
+        auto b = make_operand<float>(k, n, lb, std::uint32_t(pick++));
+        auto c = make_operand<float>(m, n, lc, std::uint32_t(pick++));
+        const auto want = expected_gemm<float>(-1.5, a.view, b.view, 0.5, c.view);
+        meld::gemm(-1.5f, a.view, b.view, 0.5f, c.view);
+        check_within(c.view, want);
+        c.view = meld::matmul(a.view, b.view);
+        check_within(c.view, expected_gemm<float>(1, a.view, b.view, 0, c.view));
+      }
+}
+
+TEST_CASE("gemm's alpha and beta follow BLAS: zeros are not multiplied", "[cpu]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto a = test::random_tensor<float>({70, 90}, 1);
+  auto b = test::random_tensor<float>({90, 50}, 2);
+  auto c0 = test::random_tensor<float>({70, 50}, 3);
+  for (float alpha : {1.f, -2.f, 0.5f})
+    for (float beta : {0.f, 1.f, -1.f, 3.f}) {
+      INFO("alpha " << alpha << " beta " << beta);
+      tensor<float> c = c0.clone();
+      if (beta == 0.f) c = nan;  // ignored, NaN included
+      const auto want = expected_gemm<float>(alpha, a, b, beta, c);
+      meld::gemm(alpha, a, b, beta, c);
+      check_within(c, want);
+    }
+  // alpha == 0 (or k == 0): a and b are not read; c = beta c.
+  tensor<float> bad_a = meld::full<float>({70, 90}, nan);
+  tensor<float> c = c0.clone();
+  meld::gemm(0.f, bad_a, b, 2.f, c);
+  for (index_t i = 0; i < c.size(); ++i) REQUIRE(c.data()[i] == 2.f * c0.data()[i]);
+  meld::gemm(0.f, bad_a, b, 0.f, c);
+  for (index_t i = 0; i < c.size(); ++i) REQUIRE(c.data()[i] == 0.f);
+  tensor<float> empty_a({70, 0}), empty_b({0, 50});
+  c = nan;
+  meld::gemm(1.f, empty_a, empty_b, 0.f, c);
+  for (index_t i = 0; i < c.size(); ++i) REQUIRE(c.data()[i] == 0.f);
+  c = c0;  // assignment copies the elements
+  meld::gemm(1.f, empty_a, empty_b, -1.f, c);
+  for (index_t i = 0; i < c.size(); ++i) REQUIRE(c.data()[i] == -c0.data()[i]);
+  // An empty output: nothing to do, nothing read.
+  tensor<float> none({0, 50});
+  meld::gemm(1.f, tensor<float>({0, 90}), b, 0.f, none);
+  REQUIRE(tensor<float>(meld::matmul(tensor<float>({3, 4}), tensor<float>({4, 0}))).size() == 0);
+}
+
+TEST_CASE("matmul gives the same bits for 1, 2, 3 and 4 threads", "[cpu]") {
+  thread_count_guard guard;
+  auto a = test::random_tensor<float>({301, 203}, 7);
+  auto b = test::random_tensor<float>({203, 517}, 8);
+  auto v = test::random_tensor<float>({1, 777}, 17);
+  auto w = test::random_tensor<float>({777, 2100}, 18);
+  auto ad = test::random_tensor<double>({97, 1001}, 9);
+  auto bd = test::random_tensor<double>({1001, 83}, 10);
+  meld::set_num_threads(1);
+  tensor<float> c1 = meld::matmul(a, b.transpose().transpose());
+  tensor<double> d1 = meld::matmul(ad, bd);
+  check_within(c1, expected_gemm<float>(1, a, b, 0, c1));
+  check_within(d1, expected_gemm<double>(1, ad, bd, 0, d1));
+  tensor<float> r1 = meld::matmul(v, w), t1 = meld::matmul(w.transpose(), v.transpose());
+  check_within(r1, expected_gemm<float>(1, v, w, 0, r1));
+  check_within(t1, expected_gemm<float>(1, w.transpose(), v.transpose(), 0, t1));
+  for (int threads : {2, 3, 4}) {
+    meld::set_num_threads(threads);
+    INFO("threads " << threads);
+    tensor<float> c = meld::matmul(a, b);
+    tensor<double> d = meld::matmul(ad, bd);
+    REQUIRE(std::memcmp(c.data(), c1.data(), sizeof(float) * std::size_t(c.size())) == 0);
+    REQUIRE(std::memcmp(d.data(), d1.data(), sizeof(double) * std::size_t(d.size())) == 0);
+    tensor<float> r = meld::matmul(v, w), t = meld::matmul(w.transpose(), v.transpose());
+    REQUIRE(std::memcmp(r.data(), r1.data(), sizeof(float) * std::size_t(r.size())) == 0);
+    REQUIRE(std::memcmp(t.data(), t1.data(), sizeof(float) * std::size_t(t.size())) == 0);
+  }
+}
+
+TEST_CASE("vector-shaped products and batches of strided matrices", "[cpu]") {
+  thread_count_guard guard;
+  meld::set_num_threads(2);
+  // Row vector times a matrix, matrix times a column vector, a dot product, an outer product.
+  for (auto [m, n, k] : {std::tuple<index_t, index_t, index_t>{1, 300, 503},
+                         {300, 1, 503},
+                         {1, 1500, 301},  // several chunks of columns, on two threads
+                         {1300, 1, 203},
+                         {1, 1, 1000},
+                         {200, 150, 1}}) {
+    for (layout_kind la : {layout_kind::row_major, layout_kind::column_major, layout_kind::strided})
+      for (layout_kind lb : {layout_kind::row_major, layout_kind::column_major}) {
+        INFO(m << " x " << k << " by " << k << " x " << n << " layouts " << int(la) << int(lb));
+        auto a = make_operand<double>(m, k, la, 11);
+        auto b = make_operand<double>(k, n, lb, 12);
+        tensor<double> c = meld::matmul(a.view, b.view);
+        check_within(c, expected_gemm<double>(1, a.view, b.view, 0, c));
+      }
+  }
+  // Batches whose matrices are strided: a permuted {m, batch, k} tensor, a reversed batch axis.
+  auto a_store = test::random_tensor<float>({37, 4, 45}, 13);
+  auto a = a_store.permute({1, 0, 2});  // {4, 37, 45}
+  auto b_store = test::random_tensor<float>({4, 29, 45}, 14);
+  auto b = b_store.slice(range(3, std::nullopt, -1)).permute({0, 2, 1});  // {4, 45, 29}
+  tensor<float> c = meld::matmul(a, b);
+  REQUIRE(c.shape() == shape_t{4, 37, 29});
+  for (index_t s = 0; s < 4; ++s) {
+    auto cs = c.slice(s);
+    check_within(cs, expected_gemm<float>(1, a.slice(s), b.slice(s), 0, cs));
+  }
+  // Many small products: one per task, the same bits for any thread count.
+  auto xs = test::random_tensor<double>({64, 12, 20}, 19);
+  auto ws = test::random_tensor<double>({20, 16}, 20);
+  meld::set_num_threads(1);
+  tensor<double> ys1 = meld::matmul(xs, ws);
+  for (int threads : {2, 3}) {
+    meld::set_num_threads(threads);
+    tensor<double> ys = meld::matmul(xs, ws);
+    REQUIRE(std::memcmp(ys.data(), ys1.data(), sizeof(double) * std::size_t(ys.size())) == 0);
+  }
+  for (index_t s = 0; s < 64; ++s) {
+    auto ys = ys1.slice(s);
+    check_within(ys, expected_gemm<double>(1, xs.slice(s), ws, 0, ys));
+  }
+  // Accumulation into a batch of views.
+  tensor<float> acc = meld::full<float>({4, 37, 29}, 1.f);
+  meld::gemm(2.f, a, b, 1.f, acc);
+  for (index_t s = 0; s < 4; ++s) {
+    auto one = meld::full<float>({37, 29}, 1.f);
+    auto as = acc.slice(s);
+    check_within(as, expected_gemm<float>(2, a.slice(s), b.slice(s), 1, one));
+  }
+}
+
+TEST_CASE("integer matmul is exact", "[cpu]") {
+  auto a = test::random_tensor<std::int32_t>({33, 70}, 15, -100, 100);
+  auto b = test::random_tensor<std::int32_t>({70, 19}, 16, -100, 100);
+  tensor<std::int32_t> c = meld::matmul(a, b.transpose().transpose());
+  for (index_t i = 0; i < 33; ++i)
+    for (index_t j = 0; j < 19; ++j) {
+      std::int64_t s = 0;
+      for (index_t p = 0; p < 70; ++p) s += std::int64_t(a(i, p)) * b(p, j);
+      REQUIRE(c(i, j) == s);
+    }
 }

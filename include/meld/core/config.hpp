@@ -14,8 +14,10 @@
 
 #if defined(_MSC_VER)
 #define MELD_INLINE __forceinline
+#define MELD_NOINLINE __declspec(noinline)
 #else
 #define MELD_INLINE inline __attribute__((always_inline))
+#define MELD_NOINLINE __attribute__((noinline))
 #endif
 
 namespace meld {

@@ -519,13 +519,27 @@ void gemm_into(T alpha, const A& a_expr, const B& b_expr, T beta, const C& c_vie
     return matrix_ref<std::add_const_t<P>>{data + offset, s[r - 2], s[r - 1], st[r - 2], st[r - 1]};
   };
   T* c_data = const_cast<T*>(c_view.raw_data());
-  for (index_t batch = 0; batch < batches; ++batch) {
+  auto one = [&](index_t batch) {
     const index_t c_off = rc == 3 ? batch * c_view.strides()[0] : 0;
     matrix_ref<T> c{c_data + c_off, cs[rc - 2], cs[rc - 1], c_view.strides()[rc - 2],
                     c_view.strides()[rc - 1]};
     gemm(alpha, matrix(a.data, a.shape, a.strides, batch),
          matrix(b.data, b.shape, b.strides, batch), beta, c);
+  };
+  // A batch of products too small to use the threads one by one runs one product per task (each
+  // on one thread; the results do not depend on the thread count either way).
+  const index_t k = a.shape.back(), work = cs[rc - 2] * cs[rc - 1] * k;
+  const int threads = thread_pool::global().size();
+  if (batches > 1 && threads > 1 && work < gemm_parallel_work * threads &&
+      work * batches >= gemm_parallel_work && !thread_pool::in_task()) {
+    const index_t tasks = std::min<index_t>(batches, index_t(threads) * 4);
+    thread_pool::global().parallel_for(tasks, [&](index_t t) {
+      for (index_t batch = batches * t / tasks; batch < batches * (t + 1) / tasks; ++batch)
+        one(batch);
+    });
+    return;
   }
+  for (index_t batch = 0; batch < batches; ++batch) one(batch);
 }
 
 template <class A, class B>

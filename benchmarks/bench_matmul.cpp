@@ -1,0 +1,132 @@
+// Single-precision matrix products, n x n by n x n, in GFLOP/s (2 n^3 per product), on one thread
+// and on every available core:
+//   meld       c = meld::matmul(a, b) into an existing tensor (meld's own kernel; in the
+//              bench_matmul_blas build, meld's MELD_ENABLE_BLAS dispatch to cblas_sgemm)
+//   openblas   cblas_sgemm directly (openblas_set_num_threads)
+//   eigen      c.noalias() = a * b on row-major Eigen matrices (Eigen::setNbThreads; OpenMP)
+//
+// Run with interleaving and repetitions, and compare medians (the machines are shared and noisy):
+//   bench_matmul --benchmark_enable_random_interleaving=true --benchmark_repetitions=5
+//                --benchmark_report_aggregates_only=true
+// OpenBLAS 0.3.21 does not recognize some recent CPUs and falls back to a generic SSE kernel: the
+// context line "openblas_core" says which kernel it chose; OPENBLAS_CORETYPE=SkylakeX (or Haswell)
+// in the environment forces one (see benchmarks/RESULTS.md).
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <cblas.h>
+
+// GCC 12 flags its own AVX-512 intrinsics as maybe-uninitialized (PR 105593) wherever Eigen
+// inlines them.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <Eigen/Core>
+
+#include <meld/meld.hpp>
+
+extern "C" {
+void openblas_set_num_threads(int);
+char* openblas_get_corename(void);
+}
+
+namespace {
+
+#if defined(MELD_ENABLE_BLAS) && MELD_ENABLE_BLAS
+constexpr const char* meld_name = "meld_blas";
+#else
+constexpr const char* meld_name = "meld";
+#endif
+
+using row_major = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+void report(benchmark::State& state, double n) {
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2 * n * n * n / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Lets the threads of the previous benchmark (OpenBLAS and OpenMP workers spin for a while after
+// their last job) go to sleep before timing starts, so that they do not take cores from this one.
+void settle() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
+
+void bm_meld(benchmark::State& state) {
+  const auto n = static_cast<meld::index_t>(state.range(0));
+  meld::set_num_threads(static_cast<int>(state.range(1)));
+  openblas_set_num_threads(static_cast<int>(state.range(1)));  // used by meld_blas
+  auto a = meld::uniform<float>({n, n}, -1.f, 1.f, 1);
+  auto b = meld::uniform<float>({n, n}, -1.f, 1.f, 2);
+  meld::tensor<float> c({n, n});
+  c = meld::matmul(a, b);  // warm up (packing buffers, pages of c)
+  settle();
+  for (auto _ : state) {
+    c = meld::matmul(a, b);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, double(n));
+}
+
+void bm_openblas(benchmark::State& state) {
+  const auto n = static_cast<int>(state.range(0));
+  openblas_set_num_threads(static_cast<int>(state.range(1)));
+  auto a = meld::uniform<float>({n, n}, -1.f, 1.f, 1);
+  auto b = meld::uniform<float>({n, n}, -1.f, 1.f, 2);
+  meld::tensor<float> c({n, n});
+  auto run = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n,
+                0.f, c.data(), n);
+  };
+  run();
+  settle();
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, double(n));
+}
+
+void bm_eigen(benchmark::State& state) {
+  const auto n = static_cast<Eigen::Index>(state.range(0));
+  Eigen::setNbThreads(static_cast<int>(state.range(1)));
+  row_major a = row_major::Random(n, n), b = row_major::Random(n, n), c(n, n);
+  c.noalias() = a * b;
+  settle();
+  for (auto _ : state) {
+    c.noalias() = a * b;
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, double(n));
+}
+
+void sizes(benchmark::internal::Benchmark* b) {
+  const int all = meld::detail::available_cores();
+  for (int threads : {1, all}) {
+    for (int n : {128, 256, 512, 1024, 2048}) b->Args({n, threads});
+    if (all == 1) break;
+  }
+  b->ArgNames({"n", "threads"})->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("openblas_core", openblas_get_corename());
+  benchmark::AddCustomContext("eigen_simd", Eigen::SimdInstructionSetsInUse());
+  benchmark::AddCustomContext("meld_simd", xsimd::default_arch::name());
+  benchmark::AddCustomContext("cores", std::to_string(meld::detail::available_cores()));
+  benchmark::RegisterBenchmark(meld_name, bm_meld)->Apply(sizes);
+  benchmark::RegisterBenchmark("openblas", bm_openblas)->Apply(sizes);
+  benchmark::RegisterBenchmark("eigen", bm_eigen)->Apply(sizes);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+}
