@@ -1,11 +1,11 @@
 // conv2d: 2-d convolution (cross-correlation, as in PyTorch) of {batch, in, height, width} with a
 // weight {out, in, kh, kw} and a bias {out}, with stride and zero padding.
 //
-// im2col + one large matrix product: the input windows are laid out as columns (one meld
-// assignment per kernel offset, see detail/window.hpp) and the convolution becomes
-// weight {out, in kh kw} x col {in kh kw, batch oh ow}, computed by meld::matmul. The batch is
-// processed in chunks whose columns stay in cache (about 4 MiB of floats), and backward rebuilds
-// the columns instead of keeping them between the passes.
+// im2col + one large matrix product: the input windows are laid out as columns (see
+// detail/window.hpp) and the convolution becomes weight {out, in kh kw} x col {in kh kw,
+// batch oh ow}, computed by meld::matmul; backward is two more products (dW = g col^T and
+// dcol = W^T g) and col2im. The batch is processed in chunks whose columns stay in cache (about
+// 4 MiB of floats), and backward rebuilds the columns instead of keeping them between the passes.
 #pragma once
 
 #include <algorithm>
@@ -63,21 +63,21 @@ class conv2d : public layer_base<T, B> {
   // x: {batch, in, h, w} -> {batch, out, oh, ow}.
   tensor_type forward(const tensor_type& x) {
     detail::expect_image_batch(name_, x.shape(), in_);
-    const index_t n = x.shape()[0], oh = geometry_.out_h(name_, x.shape()[2]),
-                  ow = geometry_.out_w(name_, x.shape()[3]);
+    const detail::planes p = geometry(x.shape());
+    const index_t n = x.shape()[0], k = patch_size(), l = p.out_h * p.out_w;
+    const index_t chunk = chunk_size(n, k * l);
     input_.save(x);
-    tensor_type y({n, out_, oh, ow}, uninitialized);
-    const auto xp = detail::pad2d(x.view(), geometry_.padding, T(0));
-    const index_t k = patch_size(), l = oh * ow, chunk = chunk_size(n, k * l);
+    tensor_type y({n, out_, p.out_h, p.out_w}, uninitialized);
     const auto w2 = weight_.reshape({out_, k});
     for (index_t n0 = 0; n0 < n; n0 += chunk) {
       const index_t m = std::min(chunk, n - n0);
-      detail::im2col(xp.slice(range(n0, n0 + m)), col_, geometry_, oh, ow);
-      product_ = matmul(w2, col_.reshape({k, m * l}));  // {out, m oh ow}
-      auto product = product_.reshape({out_, m, oh, ow}).permute({1, 0, 2, 3});
-      auto y_chunk = y.slice(range(n0, n0 + m));
+      detail::im2col(x.data() + n0 * in_ * p.h * p.w, m, p, geometry_, columns(k, m * l));
+      product_ = matmul(w2, col_);  // {out, m oh ow}
+      // To {m, out, oh, ow}, adding the bias on the way.
+      auto product = product_.reshape({out_, m, l}).permute({1, 0, 2});
+      auto y_chunk = y.slice(range(n0, n0 + m)).reshape({m, out_, l});
       if (has_bias_)
-        y_chunk = product + bias_.reshape({1, out_, 1, 1});
+        y_chunk = product + bias_.reshape({1, out_, 1});
       else
         y_chunk = product;
     }
@@ -90,31 +90,29 @@ class conv2d : public layer_base<T, B> {
   // is returned.
   tensor_type backward(const tensor_type& grad_output, bool input_gradient) {
     const auto& x = input_.get(name_);
-    const index_t n = x.shape()[0], oh = geometry_.out_h(name_, x.shape()[2]),
-                  ow = geometry_.out_w(name_, x.shape()[3]);
-    detail::expect_shape(name_, "the output gradient", grad_output.shape(), {n, out_, oh, ow});
-    const auto xp = detail::pad2d(x, geometry_.padding, T(0));
-    tensor_type dxp;
-    if (input_gradient) dxp = tensor_type(xp.shape());
-    const index_t k = patch_size(), l = oh * ow, chunk = chunk_size(n, k * l);
+    const detail::planes p = geometry(x.shape());
+    const index_t n = x.shape()[0], k = patch_size(), l = p.out_h * p.out_w;
+    const index_t chunk = chunk_size(n, k * l);
+    detail::expect_shape(name_, "the output gradient", grad_output.shape(),
+                         {n, out_, p.out_h, p.out_w});
+    tensor_type dx;
+    if (input_gradient) dx = tensor_type(x.shape());
     const auto w2 = weight_.reshape({out_, k});
     auto dw2 = weight_grad_.reshape({out_, k});
     for (index_t n0 = 0; n0 < n; n0 += chunk) {
       const index_t m = std::min(chunk, n - n0);
-      detail::im2col(xp.slice(range(n0, n0 + m)), col_, geometry_, oh, ow);
-      grad_chunk_ = grad_output.slice(range(n0, n0 + m)).permute({1, 0, 2, 3});  // {out, m, ..}
+      detail::im2col(x.data() + n0 * in_ * p.h * p.w, m, p, geometry_, columns(k, m * l));
+      // The output gradient as {out, m oh ow}, the layout of the forward product.
+      grad_chunk_ = grad_output.slice(range(n0, n0 + m)).reshape({m, out_, l}).permute({1, 0, 2});
       const auto g2 = grad_chunk_.reshape({out_, m * l});
-      gemm(T(1), g2, col_.reshape({k, m * l}).transpose(), T(1), dw2);  // dW += g col^T
+      gemm(T(1), g2, col_.transpose(), T(1), dw2);  // dW += g col^T
       if (has_bias_) bias_grad_ += meld::sum(g2, 1);
       if (input_gradient) {
         product_ = matmul(w2.transpose(), g2);  // dcol = W^T g: {in kh kw, m oh ow}
-        detail::col2im_add(tensor_view<const T, B>(product_.reshape(
-                               {in_, geometry_.kernel.h, geometry_.kernel.w, m, oh, ow})),
-                           dxp.slice(range(n0, n0 + m)), geometry_, oh, ow);
+        detail::col2im_add(product_.data(), m, p, geometry_, dx.data() + n0 * in_ * p.h * p.w);
       }
     }
-    if (!input_gradient) return tensor_type();
-    return detail::crop2d(std::move(dxp), geometry_.padding, x.shape());
+    return dx;
   }
 
   template <class F>
@@ -154,6 +152,14 @@ class conv2d : public layer_base<T, B> {
 
  private:
   index_t patch_size() const { return in_ * geometry_.kernel.h * geometry_.kernel.w; }
+  detail::planes geometry(const shape_t& s) const {
+    return {in_, s[2], s[3], geometry_.out_h(name_, s[2]), geometry_.out_w(name_, s[3])};
+  }
+  // The column scratch as a {rows, cols} matrix (reallocated only when the shape changes).
+  T* columns(index_t rows, index_t cols) {
+    if (!(col_.shape() == shape_t{rows, cols})) col_ = tensor_type({rows, cols}, uninitialized);
+    return col_.data();
+  }
   static index_t chunk_size(index_t batch, index_t per_sample) {
     return std::clamp<index_t>(column_budget / std::max<index_t>(per_sample, 1), 1,
                                std::max<index_t>(batch, 1));

@@ -1,13 +1,13 @@
 // 2-d max and average pooling over {batch, channels, height, width}, with stride (default: the
-// kernel) and padding (at most half the kernel). Each window offset is a strided view of the
-// input and contributes through one fused meld assignment (see detail/window.hpp).
+// kernel) and padding (at most half the kernel); each (sample, channel) plane is one task of the
+// thread pool (see detail/window.hpp).
 //
-//   max_pool2d   pads with -inf; the gradient goes to the first maximum of each window (as in
-//                PyTorch).
+//   max_pool2d   padding never wins (as -inf); the gradient goes to the first maximum of each
+//                window (as in PyTorch); NaN propagates.
 //   avg_pool2d   pads with 0 and divides by the full kernel size (PyTorch's count_include_pad).
 #pragma once
 
-#include <limits>
+#include <cstdint>
 #include <string>
 
 #include "detail/window.hpp"
@@ -36,24 +36,25 @@ class pool2d_base : public stateless_layer<T, B> {
       throw std::invalid_argument(cat(name_, ": padding must be at most half the kernel"));
   }
 
-  // Checks x and records its shape; returns the output's {height, width}.
-  size2 begin_forward(const shape_t& x) {
+  // Checks x and records its shape; returns the plane geometry.
+  planes begin_forward(const shape_t& x) {
     expect_image_batch(name_, x, -1);
+    const planes p = geometry(x);
     input_shape_ = x;
     forwarded_ = true;
-    return {geometry_.out_h(name_, x[2]), geometry_.out_w(name_, x[3])};
+    return p;
   }
-  // Checks the output gradient against the last forward; returns the output's {height, width}.
-  size2 begin_backward(const shape_t& g) const {
+  // Checks the output gradient against the last forward; returns the plane geometry.
+  planes begin_backward(const shape_t& g) const {
     if (!forwarded_)
       throw std::logic_error(name_ + ": backward called without a forward pass before it");
-    const size2 o{geometry_.out_h(name_, input_shape_[2]), geometry_.out_w(name_, input_shape_[3])};
-    expect_shape(name_, "the output gradient", g, {input_shape_[0], input_shape_[1], o.h, o.w});
-    return o;
+    const planes p = geometry(input_shape_);
+    expect_shape(name_, "the output gradient", g,
+                 {input_shape_[0], input_shape_[1], p.out_h, p.out_w});
+    return p;
   }
-  shape_t padded_input_shape() const {
-    return {input_shape_[0], input_shape_[1], input_shape_[2] + 2 * geometry_.padding.h,
-            input_shape_[3] + 2 * geometry_.padding.w};
+  planes geometry(const shape_t& x) const {
+    return {x[1], x[2], x[3], geometry_.out_h(name_, x[2]), geometry_.out_w(name_, x[3])};
   }
 
   window2d geometry_;
@@ -76,31 +77,21 @@ class max_pool2d : public detail::pool2d_base<T, B> {
       : base("max_pool2d", kernel, stride, padding) {}
 
   tensor_type forward(const tensor_type& x) {
-    const size2 o = this->begin_forward(x.shape());
-    const detail::window2d& g = this->geometry_;
-    const auto xp = detail::pad2d(x.view(), g.padding, -std::numeric_limits<T>::infinity());
-    tensor_type y(detail::window_view(xp, g, 0, 0, o.h, o.w));
-    // Which window offset holds the maximum (the first one on ties), for backward.
-    argmax_ = tensor_type(y.shape());
-    for (index_t i = 0; i < g.kernel.h; ++i)
-      for (index_t j = 0; j < g.kernel.w; ++j) {
-        if (i == 0 && j == 0) continue;
-        const auto v = detail::window_view(xp, g, i, j, o.h, o.w);
-        argmax_ = where(v > y, static_cast<T>(i * g.kernel.w + j), argmax_);
-        y = maximum(y, v);
-      }
+    const detail::planes p = this->begin_forward(x.shape());
+    const shape_t out{x.shape()[0], x.shape()[1], p.out_h, p.out_w};
+    tensor_type y(out, uninitialized);
+    if (!(argmax_.shape() == out)) argmax_ = tensor<std::int32_t, B>(out, uninitialized);
+    detail::max_pool_planes(x.data(), out[0] * out[1], p, this->geometry_, y.data(),
+                            argmax_.data());
     return y;
   }
 
   tensor_type backward(const tensor_type& grad_output) {
-    const size2 o = this->begin_backward(grad_output.shape());
-    const detail::window2d& g = this->geometry_;
-    tensor_type dxp(this->padded_input_shape());
-    for (index_t i = 0; i < g.kernel.h; ++i)
-      for (index_t j = 0; j < g.kernel.w; ++j)
-        detail::window_view(dxp.view(), g, i, j, o.h, o.w) +=
-            where(argmax_ == static_cast<T>(i * g.kernel.w + j), grad_output, T(0));
-    return detail::crop2d(std::move(dxp), g.padding, this->input_shape_);
+    const detail::planes p = this->begin_backward(grad_output.shape());
+    tensor_type dx(this->input_shape_);
+    detail::max_unpool_add(grad_output.data(), argmax_.data(),
+                           this->input_shape_[0] * this->input_shape_[1], p, dx.data());
+    return dx;
   }
 
   max_pool2d replica() const {
@@ -110,7 +101,7 @@ class max_pool2d : public detail::pool2d_base<T, B> {
   }
 
  private:
-  tensor_type argmax_;
+  tensor<std::int32_t, B> argmax_;  // per output: the position of its maximum in its plane
 };
 
 template <class T = float, class B = cpu<>>
@@ -125,33 +116,18 @@ class avg_pool2d : public detail::pool2d_base<T, B> {
       : base("avg_pool2d", kernel, stride, padding) {}
 
   tensor_type forward(const tensor_type& x) {
-    const size2 o = this->begin_forward(x.shape());
-    const detail::window2d& g = this->geometry_;
-    const auto xp = detail::pad2d(x.view(), g.padding, T(0));
-    const T scale = T(1) / static_cast<T>(g.kernel.h * g.kernel.w);
-    tensor_type y(detail::window_view(xp, g, 0, 0, o.h, o.w));
-    for (index_t i = 0; i < g.kernel.h; ++i)
-      for (index_t j = 0; j < g.kernel.w; ++j) {
-        if (i == 0 && j == 0) continue;
-        const auto v = detail::window_view(xp, g, i, j, o.h, o.w);
-        if (i + 1 == g.kernel.h && j + 1 == g.kernel.w)
-          y = (y + v) * scale;  // the last offset also applies the scale
-        else
-          y += v;
-      }
-    if (g.kernel.h * g.kernel.w == 1) y *= scale;
+    const detail::planes p = this->begin_forward(x.shape());
+    tensor_type y({x.shape()[0], x.shape()[1], p.out_h, p.out_w}, uninitialized);
+    detail::avg_pool_planes(x.data(), x.shape()[0] * x.shape()[1], p, this->geometry_, y.data());
     return y;
   }
 
   tensor_type backward(const tensor_type& grad_output) {
-    const size2 o = this->begin_backward(grad_output.shape());
-    const detail::window2d& g = this->geometry_;
-    const T scale = T(1) / static_cast<T>(g.kernel.h * g.kernel.w);
-    tensor_type dxp(this->padded_input_shape());
-    for (index_t i = 0; i < g.kernel.h; ++i)
-      for (index_t j = 0; j < g.kernel.w; ++j)
-        detail::window_view(dxp.view(), g, i, j, o.h, o.w) += grad_output * scale;
-    return detail::crop2d(std::move(dxp), g.padding, this->input_shape_);
+    const detail::planes p = this->begin_backward(grad_output.shape());
+    tensor_type dx(this->input_shape_);
+    detail::avg_unpool_add(grad_output.data(), this->input_shape_[0] * this->input_shape_[1], p,
+                           this->geometry_, dx.data());
+    return dx;
   }
 
   avg_pool2d replica() const {
