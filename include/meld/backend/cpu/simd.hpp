@@ -7,7 +7,7 @@
 // around this include (and around meld's evaluator headers, where they are inlined), leaving users
 // who build with -Werror unaffected.
 // clang-format off: the order of these three lines is the point
-#include <xsimd/xsimd.hpp>
 #include "gcc12_warnings.hpp"  // push
+#include <xsimd/xsimd.hpp>
 #include "gcc12_warnings.hpp"  // pop
 // clang-format on

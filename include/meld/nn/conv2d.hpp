@@ -1,0 +1,178 @@
+// conv2d: 2-d convolution (cross-correlation, as in PyTorch) of {batch, in, height, width} with a
+// weight {out, in, kh, kw} and a bias {out}, with stride and zero padding.
+//
+// im2col + one large matrix product: the input windows are laid out as columns (see
+// detail/window.hpp) and the convolution becomes weight {out, in kh kw} x col {in kh kw,
+// batch oh ow}, computed by meld::matmul; backward is two more products (dW = g col^T and
+// dcol = W^T g) and col2im. The batch is processed in chunks whose columns stay in cache (about
+// 4 MiB of floats), and backward rebuilds the columns instead of keeping them between the passes.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "../expr/matmul.hpp"
+#include "../expr/reduce.hpp"
+#include "detail/window.hpp"
+#include "init.hpp"
+#include "layer.hpp"
+
+namespace meld::nn {
+
+struct conv2d_options {
+  // (padding before stride: g++ 12.2 at -O2 with AVX-512 (-march=native on a Xeon) miscompiles
+  // a stack constant of the form {a, a, 0, 0}, which stride 1 then padding 0 would be; see
+  // tests/nn/test_conv_pool.cpp.)
+  size2 padding = 0;
+  size2 stride = 1;
+  bool bias = true;
+  // The weight is drawn with PyTorch's default, U(+-1 / sqrt(in kh kw)), from this seed; the
+  // bias starts at 0. To initialize a whole model from one seed, use nn::initialize.
+  std::uint64_t seed = 0;
+};
+
+template <class T = float, class B = cpu<>>
+class conv2d : public layer_base<T, B> {
+ public:
+  using typename layer_base<T, B>::tensor_type;
+
+  // Columns of at most this many elements are built at a time.
+  static constexpr index_t column_budget = index_t(1) << 20;
+
+  conv2d(index_t in_channels, index_t out_channels, size2 kernel, conv2d_options options = {})
+      : in_(in_channels),
+        out_(out_channels),
+        has_bias_(options.bias),
+        geometry_{kernel, options.stride, options.padding},
+        name_(detail::cat("conv2d(", in_channels, " -> ", out_channels, ", kernel ", kernel.h, "x",
+                          kernel.w, ", stride ", options.stride.h, "x", options.stride.w,
+                          ", padding ", options.padding.h, "x", options.padding.w, ")")) {
+    if (in_channels <= 0 || out_channels <= 0)
+      throw std::invalid_argument(detail::cat(name_, ": channel counts must be positive"));
+    geometry_.validate(name_);
+    weight_ = tensor_type({out_, in_, kernel.h, kernel.w});
+    weight_grad_ = tensor_type(weight_.shape());
+    bias_ = tensor_type({has_bias_ ? out_ : 0});
+    bias_grad_ = tensor_type(bias_.shape());
+    rng gen(options.seed);
+    kaiming_uniform{1 / std::sqrt(3.0)}(weight_, gen);
+  }
+
+  // x: {batch, in, h, w} -> {batch, out, oh, ow}.
+  tensor_type forward(const tensor_type& x) {
+    detail::expect_image_batch(name_, x.shape(), in_);
+    const detail::planes p = geometry(x.shape());
+    const index_t n = x.shape()[0], k = patch_size(), l = p.out_h * p.out_w;
+    const index_t chunk = chunk_size(n, k * l);
+    input_.save(x);
+    tensor_type y({n, out_, p.out_h, p.out_w}, uninitialized);
+    const auto w2 = weight_.reshape({out_, k});
+    for (index_t n0 = 0; n0 < n; n0 += chunk) {
+      const index_t m = std::min(chunk, n - n0);
+      detail::im2col(x.data() + n0 * in_ * p.h * p.w, m, p, geometry_, columns(k, m * l));
+      product_ = matmul(w2, col_);  // {out, m oh ow}
+      // To {m, out, oh, ow}, adding the bias on the way.
+      auto product = product_.reshape({out_, m, l}).permute({1, 0, 2});
+      auto y_chunk = y.slice(range(n0, n0 + m)).reshape({m, out_, l});
+      if (has_bias_)
+        y_chunk = product + bias_.reshape({1, out_, 1});
+      else
+        y_chunk = product;
+    }
+    return y;
+  }
+
+  tensor_type backward(const tensor_type& grad_output) { return backward(grad_output, true); }
+
+  // With input_gradient false, only the parameters' gradients are computed and an empty tensor
+  // is returned.
+  tensor_type backward(const tensor_type& grad_output, bool input_gradient) {
+    const auto& x = input_.get(name_);
+    const detail::planes p = geometry(x.shape());
+    const index_t n = x.shape()[0], k = patch_size(), l = p.out_h * p.out_w;
+    const index_t chunk = chunk_size(n, k * l);
+    detail::expect_shape(name_, "the output gradient", grad_output.shape(),
+                         {n, out_, p.out_h, p.out_w});
+    tensor_type dx;
+    if (input_gradient) dx = tensor_type(x.shape());
+    const auto w2 = weight_.reshape({out_, k});
+    auto dw2 = weight_grad_.reshape({out_, k});
+    for (index_t n0 = 0; n0 < n; n0 += chunk) {
+      const index_t m = std::min(chunk, n - n0);
+      detail::im2col(x.data() + n0 * in_ * p.h * p.w, m, p, geometry_, columns(k, m * l));
+      // The output gradient as {out, m oh ow}, the layout of the forward product.
+      grad_chunk_ = grad_output.slice(range(n0, n0 + m)).reshape({m, out_, l}).permute({1, 0, 2});
+      const auto g2 = grad_chunk_.reshape({out_, m * l});
+      gemm(T(1), g2, col_.transpose(), T(1), dw2);  // dW += g col^T
+      if (has_bias_) bias_grad_ += meld::sum(g2, 1);
+      if (input_gradient) {
+        product_ = matmul(w2.transpose(), g2);  // dcol = W^T g: {in kh kw, m oh ow}
+        detail::col2im_add(product_.data(), m, p, geometry_, dx.data() + n0 * in_ * p.h * p.w);
+      }
+    }
+    return dx;
+  }
+
+  template <class F>
+  void visit_parameters(F&& f) {
+    f(std::string_view("weight"), weight_, weight_grad_);
+    if (has_bias_) f(std::string_view("bias"), bias_, bias_grad_);
+  }
+  template <class F>
+  void visit_buffers(F&&) {}
+
+  void zero_grad() {
+    weight_grad_ = T(0);
+    bias_grad_ = T(0);
+  }
+
+  conv2d replica() const {
+    conv2d r(in_, out_, geometry_.kernel,
+             {.padding = geometry_.padding, .stride = geometry_.stride, .bias = has_bias_});
+    r.weight_ = weight_;
+    r.bias_ = bias_;
+    r.weight_grad_ = weight_grad_;
+    r.bias_grad_ = bias_grad_;
+    r.training_ = this->training_;
+    return r;
+  }
+
+  index_t in_channels() const { return in_; }
+  index_t out_channels() const { return out_; }
+  size2 kernel() const { return geometry_.kernel; }
+  size2 stride() const { return geometry_.stride; }
+  size2 padding() const { return geometry_.padding; }
+  tensor_type& weight() { return weight_; }
+  tensor_type& bias() { return bias_; }
+  tensor_type& weight_grad() { return weight_grad_; }
+  tensor_type& bias_grad() { return bias_grad_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  index_t patch_size() const { return in_ * geometry_.kernel.h * geometry_.kernel.w; }
+  detail::planes geometry(const shape_t& s) const {
+    return {in_, s[2], s[3], geometry_.out_h(name_, s[2]), geometry_.out_w(name_, s[3])};
+  }
+  // The column scratch as a {rows, cols} matrix (reallocated only when the shape changes).
+  T* columns(index_t rows, index_t cols) {
+    if (!(col_.shape() == shape_t{rows, cols})) col_ = tensor_type({rows, cols}, uninitialized);
+    return col_.data();
+  }
+  static index_t chunk_size(index_t batch, index_t per_sample) {
+    return std::clamp<index_t>(column_budget / std::max<index_t>(per_sample, 1), 1,
+                               std::max<index_t>(batch, 1));
+  }
+
+  index_t in_, out_;
+  bool has_bias_;
+  detail::window2d geometry_;
+  std::string name_;
+  tensor_type weight_, bias_, weight_grad_, bias_grad_;
+  detail::saved_tensor<T, B> input_;
+  // Scratch reused between calls (never part of a replica or a checkpoint).
+  tensor_type col_, product_, grad_chunk_;
+};
+
+}  // namespace meld::nn

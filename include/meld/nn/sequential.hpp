@@ -1,0 +1,177 @@
+// sequential: layers applied one after the other; itself an nn::model (so it nests, and every
+// optimizer, checkpoint and data_parallel works with it).
+//
+//   auto net = nn::sequential(nn::linear<float>(784, 256), nn::relu<float>(),
+//                             nn::linear<float>(256, 10));
+//
+// The layers are held by value in a std::tuple (no virtual calls); any type that satisfies
+// nn::model can be a layer. Parameters are named "<index>.<name>" ("0.weight", "2.bias"), as in
+// PyTorch, and visited in layer order.
+//
+// By default backward returns the gradient w.r.t. the input, as nn::model requires. A model fed
+// with data does not need it: requires_input_grad(false) makes backward skip it, and everything
+// before the first layer with parameters, and return an empty tensor. (For the MLP of the
+// Fashion-MNIST example that saves the largest of its matrix products.)
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "layer.hpp"
+#include "model.hpp"
+
+namespace meld::nn {
+
+namespace detail {
+// Layers that can skip their input gradient offer backward(grad, bool input_gradient).
+template <class L, class Tensor>
+concept partial_backward = requires(L& l, const Tensor& g) {
+  l.backward(g, false);
+};
+}  // namespace detail
+
+template <class... Layers>
+class sequential {
+  static_assert(sizeof...(Layers) > 0, "meld::nn::sequential needs at least one layer");
+  using first = std::tuple_element_t<0, std::tuple<Layers...>>;
+
+ public:
+  using value_type = typename first::value_type;
+  using backend_type = typename first::backend_type;
+  using tensor_type = tensor<value_type, backend_type>;
+  static_assert((std::is_same_v<typename Layers::value_type, value_type> && ...),
+                "meld::nn::sequential: every layer must have the same value_type");
+  static_assert((std::is_same_v<typename Layers::backend_type, backend_type> && ...),
+                "meld::nn::sequential: every layer must have the same backend_type");
+  static_assert((model<Layers> && ...),
+                "meld::nn::sequential: every layer must satisfy meld::nn::model (see "
+                "meld/nn/require_model.hpp to find what a layer misses)");
+
+  static constexpr std::size_t size = sizeof...(Layers);
+
+  explicit sequential(Layers... layers) : layers_(std::move(layers)...) { find_first_trainable(); }
+
+  sequential(sequential&&) noexcept = default;
+  sequential& operator=(sequential&&) noexcept = default;
+
+  tensor_type forward(const tensor_type& x) { return forward_from<0>(x); }
+
+  tensor_type backward(const tensor_type& grad_output) {
+    return backward(grad_output, input_grad_);
+  }
+
+  // With input_gradient false: only parameter gradients, and an empty tensor back.
+  tensor_type backward(const tensor_type& grad_output, bool input_gradient) {
+    return backward_from<size - 1>(grad_output, input_gradient);
+  }
+
+  void requires_input_grad(bool on) { input_grad_ = on; }
+  bool requires_input_grad() const { return input_grad_; }
+
+  template <class F>
+  void visit_parameters(F&& f) {
+    for_each_layer([&](std::size_t i, auto& layer) {
+      const std::string prefix = std::to_string(i) + ".";
+      layer.visit_parameters([&](std::string_view name, tensor_type& p, tensor_type& g) {
+        f(std::string_view(prefix + std::string(name)), p, g);
+      });
+    });
+  }
+
+  template <class F>
+  void visit_buffers(F&& f) {
+    for_each_layer([&](std::size_t i, auto& layer) {
+      const std::string prefix = std::to_string(i) + ".";
+      layer.visit_buffers([&](std::string_view name, tensor_type& b) {
+        f(std::string_view(prefix + std::string(name)), b);
+      });
+    });
+  }
+
+  void zero_grad() {
+    for_each_layer([](std::size_t, auto& layer) { layer.zero_grad(); });
+  }
+
+  void train(bool on = true) {
+    training_ = on;
+    for_each_layer([on](std::size_t, auto& layer) { layer.train(on); });
+  }
+  void eval() { train(false); }
+  bool training() const { return training_; }
+
+  sequential replica() const {
+    sequential r = std::apply([](const auto&... l) { return sequential(l.replica()...); }, layers_);
+    r.input_grad_ = input_grad_;
+    r.training_ = training_;
+    return r;
+  }
+
+  template <std::size_t I>
+  auto& layer() {
+    return std::get<I>(layers_);
+  }
+  template <std::size_t I>
+  const auto& layer() const {
+    return std::get<I>(layers_);
+  }
+
+ private:
+  template <class F>
+  void for_each_layer(F&& f) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (f(I, std::get<I>(layers_)), ...);
+    }
+    (std::index_sequence_for<Layers...>{});
+  }
+
+  // The index of the first layer with parameters (size when there is none): layers before it
+  // need no backward when the input gradient is not wanted.
+  void find_first_trainable() {
+    first_trainable_ = size;
+    for_each_layer([&](std::size_t i, auto& layer) {
+      bool has = false;
+      layer.visit_parameters([&](std::string_view, tensor_type&, tensor_type&) { has = true; });
+      if (has && first_trainable_ == size) first_trainable_ = i;
+    });
+  }
+
+  template <std::size_t I>
+  tensor_type forward_from(const tensor_type& x) {
+    if constexpr (I + 1 == size)
+      return std::get<I>(layers_).forward(x);
+    else
+      return forward_from<I + 1>(std::get<I>(layers_).forward(x));
+  }
+
+  template <std::size_t I>
+  tensor_type backward_from(const tensor_type& g, bool input_gradient) {
+    auto& layer = std::get<I>(layers_);
+    if (!input_gradient && I <= first_trainable_) {
+      // Nothing below this layer needs a gradient: parameters only, then stop.
+      if (I == first_trainable_) {
+        if constexpr (detail::partial_backward<std::remove_cvref_t<decltype(layer)>, tensor_type>)
+          layer.backward(g, false);
+        else
+          layer.backward(g);
+      }
+      return tensor_type();
+    }
+    if constexpr (I == 0)
+      return layer.backward(g);
+    else
+      return backward_from<I - 1>(layer.backward(g), input_gradient);
+  }
+
+  std::tuple<Layers...> layers_;
+  std::size_t first_trainable_ = 0;
+  bool input_grad_ = true;
+  bool training_ = true;
+};
+
+template <class... L>
+sequential(L...) -> sequential<L...>;
+
+}  // namespace meld::nn

@@ -1,0 +1,171 @@
+// Convolution and pooling forward passes against naive loops (stride, padding, rectangular
+// kernels, batches spanning several column chunks), and their errors.
+#include <limits>
+
+#include "nn_support.hpp"
+
+namespace nn = meld::nn;
+using meld::index_t;
+using meld::shape_t;
+using meld::tensor;
+
+namespace {
+
+tensor<double> naive_conv(const tensor<double>& x, const tensor<double>& w, const tensor<double>& b,
+                          nn::size2 stride, nn::size2 pad) {
+  const index_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[2], wd = x.shape()[3];
+  const index_t oc = w.shape()[0], kh = w.shape()[2], kw = w.shape()[3];
+  const index_t oh = (h + 2 * pad.h - kh) / stride.h + 1, ow = (wd + 2 * pad.w - kw) / stride.w + 1;
+  tensor<double> y({n, oc, oh, ow});
+  for (index_t i = 0; i < n; ++i)
+    for (index_t o = 0; o < oc; ++o)
+      for (index_t r = 0; r < oh; ++r)
+        for (index_t q = 0; q < ow; ++q) {
+          double s = b.size() ? b(o) : 0.0;
+          for (index_t ch = 0; ch < c; ++ch)
+            for (index_t a = 0; a < kh; ++a)
+              for (index_t e = 0; e < kw; ++e) {
+                const index_t yy = r * stride.h + a - pad.h, xx = q * stride.w + e - pad.w;
+                if (yy >= 0 && yy < h && xx >= 0 && xx < wd) s += x(i, ch, yy, xx) * w(o, ch, a, e);
+              }
+          y(i, o, r, q) = s;
+        }
+  return y;
+}
+
+tensor<double> naive_pool(const tensor<double>& x, nn::size2 k, nn::size2 stride, nn::size2 pad,
+                          bool max) {
+  const index_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[2], wd = x.shape()[3];
+  const index_t oh = (h + 2 * pad.h - k.h) / stride.h + 1,
+                ow = (wd + 2 * pad.w - k.w) / stride.w + 1;
+  tensor<double> y({n, c, oh, ow});
+  for (index_t i = 0; i < n; ++i)
+    for (index_t ch = 0; ch < c; ++ch)
+      for (index_t r = 0; r < oh; ++r)
+        for (index_t q = 0; q < ow; ++q) {
+          double best = -std::numeric_limits<double>::infinity(), sum = 0;
+          for (index_t a = 0; a < k.h; ++a)
+            for (index_t e = 0; e < k.w; ++e) {
+              const index_t yy = r * stride.h + a - pad.h, xx = q * stride.w + e - pad.w;
+              const bool inside = yy >= 0 && yy < h && xx >= 0 && xx < wd;
+              const double v = inside ? x(i, ch, yy, xx) : 0.0;
+              if (inside) best = std::max(best, v);
+              sum += v;
+            }
+          y(i, ch, r, q) = max ? best : sum / double(k.h * k.w);
+        }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d matches a naive convolution", "[nn]") {
+  struct config {
+    index_t c, oc, h, w;
+    nn::size2 kernel;
+    nn::conv2d_options options;
+  };
+  for (const config& cfg :
+       {config{1, 2, 6, 6, 3, {}}, config{3, 4, 7, 5, 3, {.padding = 1, .stride = 2}},
+        config{2, 3, 8, 9, {2, 4}, {.padding = {1, 2}, .stride = {3, 1}}},
+        config{4, 2, 5, 5, 5, {.padding = 2, .bias = false}}, config{2, 5, 4, 4, 1, {}}}) {
+    INFO("channels " << cfg.c << " -> " << cfg.oc << ", input " << cfg.h << "x" << cfg.w);
+    nn::conv2d<double> conv(cfg.c, cfg.oc, cfg.kernel, cfg.options);
+    if (cfg.options.bias) conv.bias() = test::random_tensor<double>({cfg.oc}, 1);
+    const auto x = test::random_tensor<double>({3, cfg.c, cfg.h, cfg.w}, 2);
+    const tensor<double> y = conv.forward(x);
+    const tensor<double> want =
+        naive_conv(x, conv.weight(), conv.bias(), cfg.options.stride, cfg.options.padding);
+    REQUIRE(y.shape() == want.shape());
+    test::check_elements(
+        y, [&](const test::index_list& i) { return test::at(want, i); }, 1e-12);
+  }
+}
+
+TEST_CASE("conv2d in float over a batch spanning several column chunks", "[nn]") {
+  // 8 x 3 x 3 x 24 x 24 = 41,472 column elements per sample: 25 samples per chunk, 60 in 3 chunks.
+  nn::conv2d<float> conv(8, 6, 3, {.padding = 1, .seed = 3});
+  conv.bias() = test::random_tensor<float>({6}, 4);
+  const auto x = test::random_tensor<float>({60, 8, 24, 24}, 5);
+  const tensor<float> y = conv.forward(x);
+  const tensor<double> want = naive_conv(tensor<double>(meld::cast<double>(x)),
+                                         tensor<double>(meld::cast<double>(conv.weight())),
+                                         tensor<double>(meld::cast<double>(conv.bias())), 1, 1);
+  test::check_elements(
+      y, [&](const test::index_list& i) { return test::at(want, i); }, 1e-4);
+}
+
+TEST_CASE("conv2d options survive g++ 12.2's AVX-512 {a, a, 0, 0} miscompile", "[nn]") {
+  // g++ 12.2 -O2 -march=cooperlake builds a 256-bit stack constant {1, 1, 0, 0} with a
+  // broadcast of 1; stride 1 followed by padding 0 would be exactly that constant.
+  nn::conv2d<float> conv(20, 50, 5);
+  REQUIRE(conv.padding().h == 0);
+  REQUIRE(conv.padding().w == 0);
+  REQUIRE(conv.stride().h == 1);
+  nn::conv2d<float> strided(2, 2, 3, {.padding = 0, .stride = 2});
+  REQUIRE(strided.padding().h == 0);
+  REQUIRE(strided.stride().w == 2);
+}
+
+TEST_CASE("max_pool2d and avg_pool2d match naive pooling", "[nn]") {
+  struct config {
+    nn::size2 kernel, stride, padding;
+    index_t h, w;
+  };
+  for (const config& c : {config{2, 0, 0, 6, 6}, config{2, 0, 0, 7, 5}, config{3, 2, 1, 7, 8},
+                          config{{2, 3}, {1, 2}, {1, 1}, 5, 7}, config{1, 0, 0, 3, 3}}) {
+    INFO("kernel " << c.kernel.h << "x" << c.kernel.w << ", input " << c.h << "x" << c.w);
+    const auto x = test::random_tensor<double>({2, 3, c.h, c.w}, 6);
+    const nn::size2 stride = c.stride.h == 0 ? c.kernel : c.stride;
+    nn::max_pool2d<double> mp(c.kernel, c.stride, c.padding);
+    nn::avg_pool2d<double> ap(c.kernel, c.stride, c.padding);
+    const tensor<double> ym = mp.forward(x), ya = ap.forward(x);
+    const tensor<double> wm = naive_pool(x, c.kernel, stride, c.padding, true);
+    const tensor<double> wa = naive_pool(x, c.kernel, stride, c.padding, false);
+    REQUIRE(ym.shape() == wm.shape());
+    test::check_elements(
+        ym, [&](const test::index_list& i) { return test::at(wm, i); }, 1e-14);
+    test::check_elements(
+        ya, [&](const test::index_list& i) { return test::at(wa, i); }, 1e-12);
+  }
+}
+
+TEST_CASE("max_pool2d routes the gradient to the first maximum of each window", "[nn]") {
+  tensor<float> x({1, 1, 2, 4});
+  // Window 0: a tie between (0,0) and (1,1); window 1: maximum at (0,3).
+  x(0, 0, 0, 0) = 5.f;
+  x(0, 0, 1, 1) = 5.f;
+  x(0, 0, 0, 3) = 7.f;
+  nn::max_pool2d<float> mp(2);
+  const tensor<float> y = mp.forward(x);
+  REQUIRE(y(0, 0, 0, 0) == 5.f);
+  REQUIRE(y(0, 0, 0, 1) == 7.f);
+  tensor<float> g({1, 1, 1, 2});
+  g = 1.f;
+  const tensor<float> dx = mp.backward(g);
+  REQUIRE(dx(0, 0, 0, 0) == 1.f);
+  REQUIRE(dx(0, 0, 1, 1) == 0.f);
+  REQUIRE(dx(0, 0, 0, 3) == 1.f);
+  REQUIRE(meld::sum(dx) == 2.f);
+}
+
+TEST_CASE("convolution and pooling errors name the layer", "[nn]") {
+  nn::conv2d<float> conv(3, 4, 5);
+  REQUIRE_THAT(test::message_of<meld::shape_error>([&] {
+                 conv.forward(tensor<float>({2, 2, 8, 8}));
+               }),
+               Catch::Matchers::Contains("conv2d(3 -> 4") &&
+                   Catch::Matchers::Contains("expected {batch, 3, height, width}"));
+  REQUIRE_THAT(test::message_of<meld::shape_error>([&] {
+                 conv.forward(tensor<float>({2, 3, 4, 8}));
+               }),
+               Catch::Matchers::Contains("smaller than the kernel"));
+  REQUIRE_THROWS_AS(conv.backward(tensor<float>({2, 4, 4, 4})), std::logic_error);
+  conv.forward(tensor<float>({2, 3, 8, 8}));
+  REQUIRE_THROWS_AS(conv.backward(tensor<float>({2, 4, 5, 4})), meld::shape_error);
+  REQUIRE_THROWS_AS(nn::conv2d<float>(3, 4, 0), std::invalid_argument);
+  REQUIRE_THROWS_AS(nn::conv2d<float>(3, 4, 3, {.stride = 0}), std::invalid_argument);
+  REQUIRE_THROWS_AS(nn::max_pool2d<float>(2, 2, 2), std::invalid_argument);  // padding > k/2
+  nn::avg_pool2d<float> ap(2);
+  REQUIRE_THROWS_AS(ap.forward(tensor<float>({2, 8, 8})), meld::shape_error);
+}

@@ -1,0 +1,127 @@
+// The Fashion-MNIST loader of the examples on IDX files written here: a valid pair loads; a
+// missing file, bad gzip, wrong magic, wrong image size, truncated data, label out of range and
+// mismatched counts are each refused with a message naming the file.
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "../support.hpp"
+#include "fashion_mnist.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_gz(const fs::path& p, const std::vector<unsigned char>& bytes) {
+  gzFile f = gzopen(p.string().c_str(), "wb");
+  REQUIRE(f);
+  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == int(bytes.size()));
+  gzclose(f);
+}
+
+void put32(std::vector<unsigned char>& v, std::uint32_t x) {
+  for (int s = 24; s >= 0; s -= 8) v.push_back(static_cast<unsigned char>(x >> s));
+}
+
+std::vector<unsigned char> images(std::uint32_t n, std::uint32_t rows = 28,
+                                  std::uint32_t cols = 28) {
+  std::vector<unsigned char> v = {0, 0, 8, 3};
+  put32(v, n);
+  put32(v, rows);
+  put32(v, cols);
+  for (std::uint32_t i = 0; i < n * rows * cols; ++i)
+    v.push_back(static_cast<unsigned char>(i * 7));
+  return v;
+}
+std::vector<unsigned char> labels(std::uint32_t n) {
+  std::vector<unsigned char> v = {0, 0, 8, 1};
+  put32(v, n);
+  for (std::uint32_t i = 0; i < n; ++i) v.push_back(static_cast<unsigned char>(i % 10));
+  return v;
+}
+
+struct fixture {
+  fs::path dir = fs::temp_directory_path() / "meld_test_fashion_mnist";
+  fixture() {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~fixture() { fs::remove_all(dir); }
+  fs::path images_path() const {
+    return fashion_mnist::images_file(dir, fashion_mnist::split::test);
+  }
+  fs::path labels_path() const {
+    return fashion_mnist::labels_file(dir, fashion_mnist::split::test);
+  }
+  std::string error() const {
+    return test::message_of<fashion_mnist::load_error>(
+        [&] { fashion_mnist::load(dir, fashion_mnist::split::test); });
+  }
+};
+
+}  // namespace
+
+TEST_CASE("fashion_mnist: a valid IDX pair loads, with a limit", "[nn]") {
+  fixture f;
+  write_gz(f.images_path(), images(5));
+  write_gz(f.labels_path(), labels(5));
+  const auto d = fashion_mnist::load(f.dir, fashion_mnist::split::test);
+  REQUIRE(d.images.shape() == meld::shape_t{5, 1, 28, 28});
+  REQUIRE(d.labels.shape() == meld::shape_t{5});
+  REQUIRE(d.images(1, 0, 0, 3) == float(static_cast<unsigned char>((784 + 3) * 7)));
+  REQUIRE(d.labels(4) == 4);
+  const auto few = fashion_mnist::load(f.dir, fashion_mnist::split::test, 2);
+  REQUIRE(few.size() == 2);
+}
+
+TEST_CASE("fashion_mnist: every malformed input is named", "[nn]") {
+  fixture f;
+  const std::string img = f.images_path().string(), lab = f.labels_path().string();
+  REQUIRE_THAT(f.error(),
+               Catch::Matchers::Contains(img) && Catch::Matchers::Contains("no such file"));
+
+  write_gz(f.images_path(), images(3));
+  REQUIRE_THAT(f.error(),
+               Catch::Matchers::Contains(lab) && Catch::Matchers::Contains("no such file"));
+
+  write_gz(f.labels_path(), labels(4));
+  REQUIRE_THAT(f.error(), Catch::Matchers::Contains("4 labels for 3 images"));
+
+  auto bad_magic = images(3);
+  bad_magic[2] = 9;
+  write_gz(f.images_path(), bad_magic);
+  REQUIRE_THAT(f.error(),
+               Catch::Matchers::Contains(img) && Catch::Matchers::Contains("not an IDX file"));
+
+  write_gz(f.images_path(), images(3, 20, 20));
+  REQUIRE_THAT(f.error(), Catch::Matchers::Contains("images are 20x20, expected 28x28"));
+
+  auto short_images = images(3);
+  short_images.resize(short_images.size() - 10);
+  write_gz(f.images_path(), short_images);
+  REQUIRE_THAT(f.error(), Catch::Matchers::Contains(img) && Catch::Matchers::Contains("truncated"));
+
+  write_gz(f.images_path(), images(3));
+  auto bad_label = labels(3);
+  bad_label.back() = 12;
+  write_gz(f.labels_path(), bad_label);
+  REQUIRE_THAT(f.error(),
+               Catch::Matchers::Contains(lab) && Catch::Matchers::Contains("label 12 of sample 2"));
+
+  // A gzip stream cut in the middle.
+  write_gz(f.labels_path(), labels(3));
+  {
+    std::string gz;
+    {
+      std::ifstream in(f.images_path(), std::ios::binary);
+      gz.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    std::ofstream out(f.images_path(), std::ios::binary | std::ios::trunc);
+    out.write(gz.data(), static_cast<std::streamsize>(gz.size() / 2));
+  }
+  REQUIRE_THAT(f.error(), Catch::Matchers::Contains(img));
+}
