@@ -491,7 +491,8 @@ class thread_comm {
         for (int i = 0; i < 1000 && !ready(); ++i) detail::cpu_relax();
       if (!ready()) sleep_until_ready(peer, target, call, ready);
     }
-    if (st_->aborted.load(std::memory_order_acquire)) throw_aborted(call);
+    // A collective that can still complete does; one that waits for a failed group throws.
+    if (p.load(std::memory_order_acquire) < target) throw_aborted(call);
   }
 
   template <class Ready>
