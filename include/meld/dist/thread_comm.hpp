@@ -114,25 +114,6 @@ struct tc_state {
   }
 };
 
-// A scratch buffer that grows on demand (64-byte aligned).
-class scratch_buffer {
- public:
-  void* get(std::size_t bytes) {
-    if (bytes > size_) {
-      data_.reset(static_cast<std::byte*>(::operator new(bytes, std::align_val_t(cache_line))));
-      size_ = bytes;
-    }
-    return data_.get();
-  }
-
- private:
-  struct release {
-    void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t(cache_line)); }
-  };
-  std::unique_ptr<std::byte, release> data_;
-  std::size_t size_ = 0;
-};
-
 }  // namespace detail::dist
 
 class thread_comm {

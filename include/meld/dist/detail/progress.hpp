@@ -11,10 +11,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <utility>
 
 #include "../../backend/cpu/thread_pool.hpp"
+#include "../../core/config.hpp"
+#include "../comm_error.hpp"
 
 namespace meld {
 
@@ -61,6 +64,25 @@ class timed_waiter {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::atomic<int> sleepers_{0};
+};
+
+// A scratch buffer that grows on demand (64-byte aligned).
+class scratch_buffer {
+ public:
+  void* get(std::size_t bytes) {
+    if (bytes > size_) {
+      data_.reset(static_cast<std::byte*>(::operator new(bytes, std::align_val_t(cache_line))));
+      size_ = bytes;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct release {
+    void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t(cache_line)); }
+  };
+  std::unique_ptr<std::byte, release> data_;
+  std::size_t size_ = 0;
 };
 
 // Runs the asynchronous collectives of one rank, in the order they were issued (which is the
@@ -124,7 +146,17 @@ class progress_queue {
       std::unique_lock lock(s.mutex);
       s.cv.wait(lock, [&] { return s.done.load(std::memory_order_acquire); });
     }
-    if (s.error) std::rethrow_exception(s.error);
+    if (s.error) rethrow_copy(s.error);
+  }
+
+  // Rethrows a copy of a comm_error (a fresh object owned by this thread, rather than the one
+  // the progress thread threw and still references), other exceptions as they are.
+  [[noreturn]] static void rethrow_copy(const std::exception_ptr& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const comm_error& ce) {
+      throw comm_error(ce.why(), ce.what());
+    }
   }
 
  private:
