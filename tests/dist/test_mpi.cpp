@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <meld/dist/data_parallel.hpp>
+#include <meld/dist/kv_store.hpp>
 #include <meld/dist/mpi_comm.hpp>
 
 #include "catch.hpp"
@@ -263,6 +264,22 @@ TEST_CASE("mpi_comm: a rank that fails aborts the others at once", "[mpi]") {
             std::string::npos);
     REQUIRE(std::chrono::duration<double>(clk::now() - t0).count() < 5);
   }
+}
+
+TEST_CASE("kv_store across processes: push aggregates, pull agrees", "[mpi]") {
+  meld::mpi_comm comm(MPI_COMM_WORLD, opts());
+  const int P = comm.size();
+  meld::kv_store<double, meld::mpi_comm> store(
+      comm, [](int, index_t, std::span<const double> g, std::span<double> w) {
+        for (std::size_t i = 0; i < w.size(); ++i) w[i] -= 0.5 * g[i];
+      });
+  std::vector<double> w(1001, 3.0);
+  store.init(1, w);
+  std::vector<double> g(1001, static_cast<double>(comm.rank() + 1));
+  store.push(1, g);
+  store.pull(1, w);
+  for (double x : w) REQUIRE(x == 3.0 - 0.5 * P * (P + 1) / 2);
+  REQUIRE(same_everywhere(w));
 }
 
 static_assert(meld::communicator<meld::mpi_comm>);

@@ -45,7 +45,9 @@ class mlp {
     acts_.clear();
     acts_.emplace_back(x);
     for (std::size_t l = 0; l < layers_.size(); ++l) {
-      tensor_type z = meld::matmul(acts_.back(), layers_[l].w.transpose()) + layers_[l].b;
+      // x W^T with W^T made contiguous first: the GEMM's fast path wants row-major operands.
+      const tensor_type wt = layers_[l].w.transpose();
+      tensor_type z = meld::matmul(acts_.back(), wt) + layers_[l].b;
       if (l + 1 < layers_.size()) {
         if (act_ == activation::tanh)
           z = meld::tanh(z);
@@ -85,6 +87,10 @@ class mlp {
   }
   void train(bool on) { training_ = on; }
 
+  // Whether backward computes the gradient w.r.t. the input (off: it returns the gradient
+  // w.r.t. the first layer's output, saving that product when nothing needs it).
+  bool input_gradient = true;
+
   mlp replica() const {
     mlp m(*this, copy_tag{});
     return m;
@@ -99,7 +105,10 @@ class mlp {
     tensor_type w, b, dw, db;
   };
   mlp(const mlp& o, copy_tag)
-      : act_(o.act_), training_(o.training_), running_mean_(o.running_mean_) {
+      : input_gradient(o.input_gradient),
+        act_(o.act_),
+        training_(o.training_),
+        running_mean_(o.running_mean_) {
     for (const auto& l : o.layers_)
       layers_.push_back({tensor_type(l.w), tensor_type(l.b), tensor_type(l.dw), tensor_type(l.db)});
   }
@@ -119,7 +128,7 @@ class mlp {
       layers_[l].db += meld::sum(grad, 0);
       hook(layers_[l].dw);
       hook(layers_[l].db);
-      grad = meld::matmul(grad, layers_[l].w);
+      if (l > 0 || input_gradient) grad = meld::matmul(grad, layers_[l].w);
     }
     return grad;
   }
