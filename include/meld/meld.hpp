@@ -25,3 +25,7 @@
 #include "backend/cpu/thread_pool.hpp"
 
 #include "nn/model.hpp"
+
+// Distributed training (communicators, data_parallel, kv_store) is in <meld/dist.hpp>: it adds
+// about 1 s of parsing to every translation unit (threads, std::function, the ring algorithms),
+// which programs that do not use it should not pay.
