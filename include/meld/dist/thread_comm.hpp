@@ -224,7 +224,7 @@ class thread_comm {
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allreduce,
                                                  static_cast<std::int64_t>(buf.size()), op);
     return issue(call, async,
-                 [this, buf, op](const auto& c) { ring_allreduce(buf.data(), c, op); });
+                 [this, buf, op](const auto& c) { this->ring_allreduce(buf.data(), c, op); });
   }
 
   template <class T>
@@ -235,7 +235,7 @@ class thread_comm {
     const auto call =
         detail::dist::make_call<T>(++seq_, collective_kind::broadcast,
                                    static_cast<std::int64_t>(buf.size()), reduce_op::sum, root);
-    return issue(call, async, [this, buf](const auto& c) { chain_broadcast(buf.data(), c); });
+    return issue(call, async, [this, buf](const auto& c) { this->chain_broadcast(buf.data(), c); });
   }
 
   template <class T>
@@ -249,7 +249,7 @@ class thread_comm {
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::reduce_scatter,
                                                  static_cast<std::int64_t>(out.size()), op);
     return issue(call, async, [this, in, out, op](const auto& c) {
-      ring_reduce_scatter(in.data(), out.data(), c, op);
+      this->ring_reduce_scatter(in.data(), out.data(), c, op);
     });
   }
 
@@ -263,15 +263,15 @@ class thread_comm {
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allgather,
                                                  static_cast<std::int64_t>(in.size()));
     return issue(call, async,
-                 [this, in, out](const auto& c) { ring_allgather(in.data(), out.data(), c); });
+                 [this, in, out](const auto& c) { this->ring_allgather(in.data(), out.data(), c); });
   }
 
   comm_request barrier_impl(bool async) {
     const auto call = detail::dist::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
     return issue(call, async, [this](const auto& c) {
-      arrive(c, nullptr, nullptr, nullptr);
-      if (!debug())  // (the debug check already waited for everyone)
-        for (int q = 0; q < size(); ++q) await(q, detail::dist::seq_base(c.seq), c);
+      this->arrive(c, nullptr, nullptr, nullptr);
+      if (!this->debug())  // (the debug check already waited for everyone)
+        for (int q = 0; q < this->size(); ++q) this->await(q, detail::dist::seq_base(c.seq), c);
     });
   }
 
