@@ -69,7 +69,8 @@ bool identical(const std::vector<meld::tensor<T>>& a, const std::vector<meld::te
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)
     if (!(a[i].shape() == b[i].shape()) ||
-        std::memcmp(a[i].data(), b[i].data(), static_cast<std::size_t>(a[i].size()) * sizeof(T)))
+        (a[i].size() > 0 &&
+         std::memcmp(a[i].data(), b[i].data(), static_cast<std::size_t>(a[i].size()) * sizeof(T))))
       return false;
   return true;
 }

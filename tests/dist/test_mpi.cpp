@@ -61,7 +61,7 @@ template <class T>
 bool same_everywhere(const std::vector<T>& v) {
   std::vector<T> zero(v);
   MPI_Bcast(zero.data(), static_cast<int>(zero.size() * sizeof(T)), MPI_BYTE, 0, MPI_COMM_WORLD);
-  int same = std::memcmp(zero.data(), v.data(), v.size() * sizeof(T)) == 0, all = 0;
+  int same = v.empty() || std::memcmp(zero.data(), v.data(), v.size() * sizeof(T)) == 0, all = 0;
   MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return all == 1;
 }
