@@ -3,12 +3,18 @@
 
 #if __has_include(<catch2/catch_test_macros.hpp>)
 #include <catch2/catch_approx.hpp>
+#include <catch2/catch_session.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 using Catch::Approx;
 #define MELD_CATCH_MAJOR 3
 #else
+// A test file that defines its own main() (GPU tests skip without a device) defines
+// MELD_CATCH_OWN_MAIN before including this header.
+#if defined(MELD_CATCH_OWN_MAIN)
+#define CATCH_CONFIG_RUNNER
+#endif
 #include <catch2/catch.hpp>
 #define MELD_CATCH_MAJOR 2
 #endif

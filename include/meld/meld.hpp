@@ -15,16 +15,29 @@
 #include "expr/operators.hpp"
 #include "expr/reduce.hpp"
 
+#include "tensor/convert.hpp"
 #include "tensor/factories.hpp"
 #include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
 #include "tensor/tensor_view.hpp"
 
+#include "backend/cpu/async.hpp"
 #include "backend/cpu/cpu.hpp"
 #include "backend/cpu/executor.hpp"
+#include "backend/cpu/stream.hpp"
 #include "backend/cpu/thread_pool.hpp"
+#include "backend/policy.hpp"
 
 #include "nn/model.hpp"
+
+// The CUDA backend: in files compiled by nvcc, when the build enables it (MELD_ENABLE_CUDA).
+#if defined(MELD_ENABLE_CUDA) && defined(__CUDACC__)
+#include "backend/cuda/cuda.hpp"
+#include "backend/cuda/executor.hpp"
+#include "backend/cuda/half.hpp"
+#include "backend/cuda/ops.hpp"
+#include "backend/cuda/stream.hpp"
+#endif
 
 // Distributed training (communicators, data_parallel, kv_store) is in <meld/dist.hpp>: it adds
 // about 1 s of parsing to every translation unit (threads, std::function, the ring algorithms),

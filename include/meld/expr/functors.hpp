@@ -14,6 +14,13 @@
 
 #include "../core/config.hpp"
 
+// The functors are __host__ __device__; instantiated for xsimd batches (host code only) they call
+// host functions, which nvcc would report (warning 20011) although that code never runs on a GPU.
+#if defined(__CUDACC__)
+#pragma nv_diagnostic push
+#pragma nv_diag_suppress 20011
+#endif
+
 namespace meld {
 namespace detail {
 
@@ -330,3 +337,7 @@ struct cast_op {
 
 }  // namespace ops
 }  // namespace meld
+
+#if defined(__CUDACC__)
+#pragma nv_diagnostic pop
+#endif

@@ -4,9 +4,19 @@
 #include <cmath>
 #include <type_traits>
 
+#include "convert.hpp"
 #include "tensor.hpp"
 
 namespace meld {
+
+namespace detail {
+// Factories that compute elements on the host build device tensors through a host tensor.
+template <class Backend, class T>
+tensor<T, Backend> on_backend(tensor<T, cpu<>>&& host) {
+  if constexpr (std::is_same_v<Backend, cpu<>>) return std::move(host);
+  else return to<Backend>(host);
+}
+}  // namespace detail
 
 template <class T, class Backend = cpu<>>
 tensor<T, Backend> zeros(const shape_t& shape) {
@@ -34,10 +44,10 @@ tensor<T, Backend> arange(T start, T stop, T step = T(1)) {
   if (!(count < 9.2e18))
     throw shape_error(detail::cat("arange: ", count, " elements are too many"));
   const index_t n = count > 0 ? static_cast<index_t>(count) : 0;
-  tensor<T, Backend> t({n}, uninitialized);
+  tensor<T, cpu<>> t({n}, uninitialized);
   T* p = t.data();
   for (index_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<T>(i) * step);
-  return t;
+  return detail::on_backend<Backend>(std::move(t));
 }
 
 template <class T, class Backend = cpu<>>
@@ -49,14 +59,14 @@ tensor<T, Backend> arange(T stop) {
 template <class T, class Backend = cpu<>>
 tensor<T, Backend> linspace(T start, T stop, index_t n) {
   if (n < 0) throw shape_error(detail::cat("linspace: negative count ", n));
-  tensor<T, Backend> t({n}, uninitialized);
+  tensor<T, cpu<>> t({n}, uninitialized);
   T* p = t.data();
   const double a = static_cast<double>(start), b = static_cast<double>(stop);
   for (index_t i = 0; i < n; ++i)
     p[i] = static_cast<T>(
         n == 1 ? a : a + (b - a) * static_cast<double>(i) / static_cast<double>(n - 1));
   if (n > 1) p[n - 1] = stop;
-  return t;
+  return detail::on_backend<Backend>(std::move(t));
 }
 
 }  // namespace meld

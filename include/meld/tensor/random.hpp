@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "factories.hpp"
 #include "tensor.hpp"
 
 namespace meld {
@@ -70,7 +71,7 @@ class rng {
   template <class T, class Backend = cpu<>>
   tensor<T, Backend> uniform(const shape_t& shape, T low = T(0), T high = T(1)) {
     static_assert(std::is_floating_point_v<T>, "rng::uniform: T must be float or double");
-    tensor<T, Backend> t(shape, uninitialized);
+    tensor<T, cpu<>> t(shape, uninitialized);  // drawn on the host
     T* p = t.data();
     const index_t n = t.size();
     for (index_t i = 0; i < n; ++i) {
@@ -78,14 +79,14 @@ class rng {
       p[i] = low + (high - low) * detail::unit_uniform<T>(r.w[0], r.w[1]);
     }
     counter_ += static_cast<std::uint64_t>(n);
-    return t;
+    return detail::on_backend<Backend>(std::move(t));
   }
 
   // Normal with the given mean and standard deviation.
   template <class T, class Backend = cpu<>>
   tensor<T, Backend> normal(const shape_t& shape, T mean = T(0), T stddev = T(1)) {
     static_assert(std::is_floating_point_v<T>, "rng::normal: T must be float or double");
-    tensor<T, Backend> t(shape, uninitialized);
+    tensor<T, cpu<>> t(shape, uninitialized);  // drawn on the host
     T* p = t.data();
     const index_t n = t.size();
     for (index_t i = 0; i < n; ++i) {
@@ -97,7 +98,7 @@ class rng {
       p[i] = static_cast<T>(static_cast<double>(mean) + static_cast<double>(stddev) * z);
     }
     counter_ += static_cast<std::uint64_t>(n);
-    return t;
+    return detail::on_backend<Backend>(std::move(t));
   }
 
   // Integers uniform in [low, high).
@@ -106,7 +107,7 @@ class rng {
     static_assert(std::is_integral_v<T>, "rng::integers: T must be an integer type");
     if (high <= low)
       throw shape_error(detail::cat("rng::integers: empty range [", low, ", ", high, ")"));
-    tensor<T, Backend> t(shape, uninitialized);
+    tensor<T, cpu<>> t(shape, uninitialized);  // drawn on the host
     T* p = t.data();
     const index_t n = t.size();
     const std::uint64_t span = static_cast<std::uint64_t>(high) - static_cast<std::uint64_t>(low);
@@ -116,7 +117,7 @@ class rng {
       p[i] = static_cast<T>(static_cast<std::uint64_t>(low) + bits % span);
     }
     counter_ += static_cast<std::uint64_t>(n);
-    return t;
+    return detail::on_backend<Backend>(std::move(t));
   }
 
  private:

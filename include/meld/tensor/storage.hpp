@@ -11,6 +11,13 @@
 
 namespace meld {
 
+// What a backend tracks per storage to order asynchronous work on it (nothing, for synchronous
+// backends). Asynchronous backends specialize it (see backend/cpu/async.hpp).
+template <class Backend>
+struct access_tracking {
+  struct type {};
+};
+
 template <class T, class Backend>
 class storage {
  public:
@@ -19,14 +26,25 @@ class storage {
       throw allocation_error(detail::cat("meld: ", n, " elements do not fit in memory"));
     data_ = static_cast<T*>(memory<Backend>::allocate(static_cast<std::size_t>(n) * sizeof(T)));
   }
-  ~storage() { memory<Backend>::deallocate(data_, static_cast<std::size_t>(size_) * sizeof(T)); }
+  ~storage() {
+    const std::size_t bytes = static_cast<std::size_t>(size_) * sizeof(T);
+    // Backends that order frees after queued work (CUDA) take the ordering state too.
+    if constexpr (requires { memory<Backend>::deallocate(data_, bytes, access_); })
+      memory<Backend>::deallocate(data_, bytes, access_);
+    else
+      memory<Backend>::deallocate(data_, bytes);
+  }
   storage(const storage&) = delete;
   storage& operator=(const storage&) = delete;
 
   T* data() const { return data_; }
   index_t size() const { return size_; }
 
+  // Ordering state of asynchronous work on this memory (empty for synchronous backends).
+  typename access_tracking<Backend>::type& access() const { return access_; }
+
  private:
+  [[no_unique_address]] mutable typename access_tracking<Backend>::type access_;
   index_t size_ = 0;
   T* data_ = nullptr;
 };

@@ -101,13 +101,17 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   }
 
   void fill(T value) {
-    executor<Backend>::fill(this->data_, this->size(), value);
+    executor<Backend>::fill(*this, value);
   }
 
+  // Pointer to the first element. With an asynchronous backend these wait for queued work on the
+  // tensor first (the const ones for its last write, the others for every access).
   T* data() {
+    this->host_access(true);
     return this->data_;
   }
   const T* data() const {
+    this->host_access(false);
     return this->data_;
   }
   T* begin() {
@@ -183,6 +187,7 @@ class tensor_ref : public expression_tag {
   const shape_t* uniform_shape() const { return &t_->shape(); }
   const strides_t& strides() const { return t_->strides(); }
   const T* data() const { return t_->data(); }
+  const T* raw_data() const { return t_->raw_data(); }
   const tensor<T, Backend>& get() const { return *t_; }
   tensor_view<const T, Backend> view() const { return t_->view(); }
 

@@ -35,10 +35,14 @@ class tensor_view : public detail::strided_tensor<tensor_view<T, Backend>, T, Ba
   template <class U>
   requires(std::is_const_v<T>&& std::is_same_v<U, value_type>)
       tensor_view(const tensor_view<U, Backend>& other)
-      : base(other.storage_ptr(), other.data(), other.shape(), other.strides()) {}
+      : base(other.storage_ptr(), other.raw_data(), other.shape(), other.strides()) {}
 
-  // Pointer to element (0, ..., 0); the rest are at the offsets given by strides().
-  T* data() const { return this->data_; }
+  // Pointer to element (0, ..., 0); the rest are at the offsets given by strides(). With an
+  // asynchronous backend it waits for queued work on the elements first.
+  T* data() const {
+    this->host_access(!std::is_const_v<T>);
+    return this->data_;
+  }
 
   // Writes the expression into the viewed elements. Its shape must broadcast to the view's;
   // the view's shape never changes. A scalar fills.

@@ -10,6 +10,7 @@ template <class Policy = sync>
 struct cpu {
   using policy = Policy;
   static constexpr const char* name = "cpu";
+  static constexpr bool host_accessible = true;  // the host reads and writes elements directly
 };
 
 }  // namespace meld

@@ -81,12 +81,12 @@ struct cursor_of<tensor_ref<T, B>> {
                    int& k) {
     if (!(e.shape() == s)) return false;
     elems[k] = sizeof(T);
-    ptrs[k++] = const_cast<char*>(reinterpret_cast<const char*>(e.data()));
+    ptrs[k++] = const_cast<char*>(reinterpret_cast<const char*>(e.raw_data()));
     return true;
   }
   template <class Table>
   static type make(const tensor_ref<T, B>& e, Table& table) {
-    table.add(e.data(), e.shape(), e.strides());
+    table.add(e.raw_data(), e.shape(), e.strides());
     return {};
   }
 };
@@ -97,12 +97,12 @@ struct cursor_of<tensor_view<T, B>> {
                    int& k) {
     if (!(e.shape() == s) || !e.is_contiguous()) return false;
     elems[k] = sizeof(T);
-    ptrs[k++] = const_cast<char*>(reinterpret_cast<const char*>(e.data()));
+    ptrs[k++] = const_cast<char*>(reinterpret_cast<const char*>(e.raw_data()));
     return true;
   }
   template <class Table>
   static type make(const tensor_view<T, B>& e, Table& table) {
-    table.add(e.data(), e.shape(), e.strides());
+    table.add(e.raw_data(), e.shape(), e.strides());
     return {};
   }
 };
@@ -113,12 +113,12 @@ struct cursor_of<tensor<T, B>> {
                    int& k) {
     if (!(e.shape() == s)) return false;
     elems[k] = sizeof(T);
-    ptrs[k++] = const_cast<char*>(reinterpret_cast<const char*>(e.data()));
+    ptrs[k++] = const_cast<char*>(reinterpret_cast<const char*>(e.raw_data()));
     return true;
   }
   template <class Table>
   static type make(const tensor<T, B>& e, Table& table) {
-    table.add(e.data(), e.shape(), e.strides());
+    table.add(e.raw_data(), e.shape(), e.strides());
     return {};
   }
 };
@@ -320,8 +320,16 @@ inline void run_chunks(const plan_ref& p, index_t n, index_t chunks, const void*
   });
 }
 
+// The SIMD batch of T. In files compiled by nvcc the CPU evaluator runs scalar loops (vectorized
+// by the host compiler where it can): nvcc would also compile the __host__ __device__ functors for
+// xsimd's vector types as device code, which it cannot.
+#if defined(__CUDACC__)
+template <class T>
+using batch_for = void;
+#else
 template <class T>
 using batch_for = xsimd::batch<T>;
+#endif
 
 // ---- assign -------------------------------------------------------------------------------------
 
@@ -373,7 +381,7 @@ void assign(const View& dst, const E& e) {
     // The flat fast path: every leaf contiguous with the destination's shape, read in place.
     char* ptrs[N];
     std::size_t elems[N];
-    ptrs[0] = reinterpret_cast<char*>(const_cast<T*>(dst.data()));
+    ptrs[0] = reinterpret_cast<char*>(const_cast<T*>(dst.raw_data()));
     elems[0] = sizeof(T);
     int k = 1;
     if (cursor_of<E>::flat(e, dst.shape(), ptrs, elems, k)) {
@@ -400,7 +408,7 @@ void assign(const View& dst, const E& e) {
     }
   }
 
-  const leaf_info out{reinterpret_cast<const char*>(dst.data()), dst.shape(), dst.strides(),
+  const leaf_info out{reinterpret_cast<const char*>(dst.raw_data()), dst.shape(), dst.strides(),
                       sizeof(T)};
   if constexpr (is_matmul_expr<E>) {
     // Multiply straight into the destination when it has the product's shape and is not an operand.
@@ -430,11 +438,11 @@ void assign(const View& dst, const E& e) {
   auto src = cursor_of<E>::make(e, table);
   if (needs_temporary(out, table.leaves, table.count)) {
     tensor<T, cpu<>> tmp(dst.shape(), uninitialized);
-    assign_cursor<E>(tmp.data(), tmp.shape(), tmp.strides(), src, table);
+    assign_cursor<E>(tmp.raw_data(), tmp.shape(), tmp.strides(), src, table);
     assign(dst, tensor_ref<T, cpu<>>(tmp));
     return;
   }
-  assign_cursor<E>(const_cast<T*>(dst.data()), dst.shape(), dst.strides(), src, table);
+  assign_cursor<E>(const_cast<T*>(dst.raw_data()), dst.shape(), dst.strides(), src, table);
 }
 
 // ---- matrix products ----------------------------------------------------------------------------
@@ -452,15 +460,15 @@ struct strided_operand {
 template <class T, class E>
 strided_operand<T> as_strided(const E& e) {
   if constexpr (requires {
-                  e.data();
+                  e.raw_data();
                   e.strides();
                 } &&
                 std::is_same_v<value_t<E>, T>) {
-    return {e.data(), e.shape(), e.strides(), tensor<T, cpu<>>()};
+    return {e.raw_data(), e.shape(), e.strides(), tensor<T, cpu<>>()};
   } else {
     tensor<T, cpu<>> t(e.shape(), uninitialized);
     assign(t, e);
-    const T* data = t.data();
+    const T* data = t.raw_data();
     return {data, t.shape(), t.strides(), std::move(t)};
   }
 }
@@ -478,7 +486,7 @@ void gemm_into(T alpha, const A& a_expr, const B& b_expr, T beta, const C& c_vie
     using P = std::remove_const_t<std::remove_pointer_t<decltype(data)>>;
     return matrix_ref<std::add_const_t<P>>{data + offset, s[r - 2], s[r - 1], st[r - 2], st[r - 1]};
   };
-  T* c_data = const_cast<T*>(c_view.data());
+  T* c_data = const_cast<T*>(c_view.raw_data());
   for (index_t batch = 0; batch < batches; ++batch) {
     const index_t c_off = rc == 3 ? batch * c_view.strides()[0] : 0;
     matrix_ref<T> c{c_data + c_off, cs[rc - 2], cs[rc - 1], c_view.strides()[rc - 2],
@@ -494,7 +502,7 @@ auto cursor_of<matmul_expr<A, B>>::make(const matmul_expr<A, B>& e, Table& table
   using V = typename matmul_expr<A, B>::value_type;
   tensor<V, cpu<>> t(e.shape(), uninitialized);
   gemm_into(V(1), e.lhs(), e.rhs(), V(0), t);
-  const V* data = t.data();
+  const V* data = t.raw_data();
   const shape_t shape = t.shape();
   const strides_t strides = t.strides();
   table.add(data, shape, strides, std::move(t).release().storage_ptr());
@@ -753,7 +761,7 @@ void reduce_axis(const View& dst, const E& e, int axis) {
       ds.push_back(dst.strides()[j++]);
     }
     ds.push_back(0);
-    base[0] = reinterpret_cast<char*>(const_cast<T*>(dst.data()));
+    base[0] = reinterpret_cast<char*>(const_cast<T*>(dst.raw_data()));
     elem[0] = sizeof(T);
     in[0] = ds;
   }
@@ -840,7 +848,7 @@ auto cursor_of<reduce_expr<R, A>>::make(const reduce_expr<R, A>& e, Table& table
   using V = typename reduce_expr<R, A>::value_type;
   tensor<V, cpu<>> t(e.shape(), uninitialized);
   reduce_axis<R>(t.view(), e.operand(), e.axis());
-  const V* data = t.data();
+  const V* data = t.raw_data();
   const shape_t shape = t.shape();
   const strides_t strides = t.strides();
   table.add(data, shape, strides, std::move(t).release().storage_ptr());
@@ -867,9 +875,10 @@ void fill(T* data, index_t n, T value) {
 
 template <class Policy>
 struct executor<cpu<Policy>> {
-  template <class T>
-  static void fill(T* data, index_t n, T value) {
-    detail::cpu_eval::fill(data, n, value);
+  // Fills a contiguous tensor.
+  template <class Dst, class T>
+  static void fill(const Dst& dst, T value) {
+    detail::cpu_eval::fill(const_cast<T*>(dst.raw_data()), dst.size(), value);
   }
   // dst: a tensor or a tensor_view of this backend.
   template <class Dst, class E>

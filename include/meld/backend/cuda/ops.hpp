@@ -1,0 +1,176 @@
+// The CUDA executor's operations that build on assign: sub-expressions evaluated into temporaries,
+// cuBLAS products, and transfers between host and device.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "executor.hpp"
+
+namespace meld {
+
+namespace detail::cuda_eval {
+
+// A reduction along an axis, or a product, inside a larger expression: evaluated once into a
+// temporary on stream s, which lives until the kernels that read it have run (stream-ordered free).
+template <class E>
+template <class Table>
+void materialized_device_of<E>::collect(const E& e, Table& t, cudaStream_t s) {
+  using B = typename E::backend_type;
+  tensor<V, B> tmp(e.shape(), uninitialized);
+  (void)s;  // the temporary is made on the current stream of its device
+  if constexpr (requires { e.axis(); }) {
+    executor<B>::template reduce_axis<typename E::reducer_type>(tmp, e.operand(), e.axis());
+  } else {
+    executor<B>::gemm(V(1), e.lhs(), e.rhs(), V(0), tmp);
+  }
+  t.leaves[t.count] = {reinterpret_cast<const char*>(tmp.raw_data()), tmp.shape(), tmp.strides(),
+                       sizeof(V), &tmp.storage_ptr()->access()};
+  t.keep[t.count++] = std::move(tmp).release().storage_ptr();
+}
+
+// An operand of a product as a strided device matrix: tensors and views in place, other
+// expressions evaluated first.
+template <class T, class B, class E>
+tensor_view<const T, B> as_device_operand(const E& e) {
+  if constexpr (requires {
+                  e.raw_data();
+                  e.strides();
+                  e.storage_ptr();
+                } &&
+                std::is_same_v<value_t<E>, T>) {
+    return tensor_view<const T, B>(e.storage_ptr(), const_cast<T*>(e.raw_data()),
+                                   layout{e.shape(), e.strides(), 0});
+  } else if constexpr (requires { e.get(); }) {
+    return e.get().view();
+  } else {
+    tensor<T, B> t(e.shape(), uninitialized);
+    executor<B>::assign(t, e);
+    return std::move(t).release();
+  }
+}
+
+}  // namespace detail::cuda_eval
+
+template <class Policy>
+template <class T, class A, class B, class C>
+void executor<cuda<Policy>>::gemm(T alpha, const A& a_expr, const B& b_expr, T beta, const C& c) {
+  using namespace detail::cuda_eval;
+  using Back = cuda<Policy>;
+  if (c.size() == 0) return;
+  auto& out_access = c.storage_ptr()->access();
+  const int device = out_access.device();
+  cuda_device_guard guard(device);
+  cudaStream_t s = out_access.home()->handle;
+  auto a = as_device_operand<T, Back>(a_expr);
+  auto b = as_device_operand<T, Back>(b_expr);
+  for (auto* op : {&a.storage_ptr()->access(), &b.storage_ptr()->access()})
+    if (op->device() != device)
+      throw shape_error(
+          detail::cat("gemm: operands live on CUDA devices ", op->device(), " and ", device));
+
+  const shape_t& cs = c.shape();
+  const int rc = cs.size();
+  const index_t m = cs[rc - 2], n = cs[rc - 1], k = a.shape().back();
+  const index_t batches = rc == 3 ? cs[0] : 1;
+  auto mat = [](const auto& t, index_t& rs, index_t& cst, index_t& batch_stride) {
+    const int r = t.rank();
+    rs = t.strides()[r - 2];
+    cst = t.strides()[r - 1];
+    batch_stride = r == 3 ? t.strides()[0] : 0;
+  };
+  index_t ars, acs, abs_, brs, bcs, bbs, crs, ccs, cbs;
+  mat(a, ars, acs, abs_);
+  mat(b, brs, bcs, bbs);
+  mat(c, crs, ccs, cbs);
+  // C must be row-major (unit column stride) for the C^T = B^T A^T formulation; the operands
+  // need a unit stride in one direction. Otherwise: copies (rare).
+  const auto opa = detail::as_column_major_transposed(m, k, ars, acs);
+  const auto opb = detail::as_column_major_transposed(k, n, brs, bcs);
+  const bool c_ok = (ccs == 1 || n == 1) && crs >= n;
+  if (!opa.ok || !opb.ok || !c_ok) {
+    tensor<T, Back> ca(a.shape(), uninitialized), cb(b.shape(), uninitialized),
+        cc(cs, uninitialized);
+    executor::assign(ca, a);
+    executor::assign(cb, b);
+    if (beta != T(0))
+      executor::assign(cc, tensor_view<const T, Back>(c.storage_ptr(), const_cast<T*>(c.raw_data()),
+                                                      layout{cs, c.strides(), 0}));
+    gemm(alpha, ca, cb, beta, cc);
+    executor::assign(c, cc);
+    return;
+  }
+  a.storage_ptr()->access().before(s, false);
+  b.storage_ptr()->access().before(s, false);
+  out_access.before(s, true);
+
+  cublasHandle_t h = detail::cublas_handle(device, s);
+  const int ldc = static_cast<int>(std::max<index_t>(crs, std::max<index_t>(n, 1)));
+  // C^T (n x m) = op(B^T) (n x k) op(A^T) (k x m), column-major.
+  const cudaDataType_t type = detail::cuda_type<T>();
+  cublasComputeType_t compute = std::is_same_v<T, double> ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  if (std::is_same_v<T, float> && detail::allow_tf32()) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  using Scale = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  const Scale al = static_cast<Scale>(alpha), be = static_cast<Scale>(beta);
+  MELD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      h, opb.op, opa.op, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &al,
+      b.raw_data(), type, opb.ld, bbs, a.raw_data(), type, opa.ld, abs_, &be,
+      const_cast<T*>(c.raw_data()), type, ldc, rc == 3 ? cbs : 0, static_cast<int>(batches),
+      compute, CUBLAS_GEMM_DEFAULT));
+  a.storage_ptr()->access().after(s, false);
+  b.storage_ptr()->access().after(s, false);
+  out_access.after(s, true);
+  finish(s);
+}
+
+template <class Policy>
+template <class T, class From>
+void executor<cuda<Policy>>::copy_from(tensor<T, cuda<Policy>>& out, const tensor<T, From>& in) {
+  using detail::cuda_eval::pinned_pool;
+  const std::size_t bytes = static_cast<std::size_t>(in.size()) * sizeof(T);
+  if (bytes == 0) return;
+  auto& access = out.storage_ptr()->access();
+  cuda_device_guard guard(access.device());
+  cudaStream_t s = access.home()->handle;
+  access.before(s, true);
+  if constexpr (requires { From::host_accessible; } && !From::host_accessible) {
+    // Device to device (another stream or device): order after the source's writes.
+    auto& src = in.storage_ptr()->access();
+    src.before(s, false);
+    MELD_CUDA_CHECK(cudaMemcpyPeerAsync(out.raw_data(), access.device(), in.raw_data(),
+                                        src.device(), bytes, s));
+    src.after(s, false);
+  } else {
+    // Host to device through a pinned staging buffer: the host returns once it is staged.
+    void* staging = pinned_pool::get().acquire(bytes);
+    std::memcpy(staging, in.data(), bytes);  // in.data() waits for queued CPU work on `in`
+    MELD_CUDA_CHECK(cudaMemcpyAsync(out.raw_data(), staging, bytes, cudaMemcpyHostToDevice, s));
+    pinned_pool::get().release_after(staging, s);
+  }
+  access.after(s, true);
+  finish(s);
+}
+
+// Device to host: meld::to<cpu<...>>(device tensor) waits for the device and copies through a
+// pinned buffer.
+template <class Policy>
+template <class T, class To>
+void executor<cuda<Policy>>::copy_to(tensor<T, To>& out, const tensor<T, cuda<Policy>>& in) {
+  using detail::cuda_eval::pinned_pool;
+  const std::size_t bytes = static_cast<std::size_t>(in.size()) * sizeof(T);
+  if (bytes == 0) return;
+  auto& access = in.storage_ptr()->access();
+  cuda_device_guard guard(access.device());
+  cudaStream_t s = access.home()->handle;
+  access.before(s, false);
+  void* staging = pinned_pool::get().acquire(bytes);
+  MELD_CUDA_CHECK(cudaMemcpyAsync(staging, in.raw_data(), bytes, cudaMemcpyDeviceToHost, s));
+  access.after(s, false);
+  MELD_CUDA_CHECK(cudaStreamSynchronize(s));
+  std::memcpy(out.data(), staging, bytes);
+  pinned_pool::get().release_after(staging, s);
+}
+
+}  // namespace meld

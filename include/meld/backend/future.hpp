@@ -1,0 +1,38 @@
+// meld::future<T>: the result of an asynchronous scalar reduction. get() (or converting to T)
+// waits for it, so that `float s = meld::sum(x);` compiles and works under every policy.
+#pragma once
+
+#include <memory>
+#include <utility>
+
+namespace meld {
+
+namespace detail {
+// What a backend provides for a future: the value once ready, and how to wait for it.
+template <class T>
+struct future_state {
+  virtual ~future_state() = default;
+  virtual void wait() = 0;  // rethrows an error raised while computing the value
+  virtual bool ready() = 0;
+  T value{};
+};
+}  // namespace detail
+
+template <class T>
+class future {
+ public:
+  explicit future(std::shared_ptr<detail::future_state<T>> s) : state_(std::move(s)) {}
+
+  T get() const {
+    state_->wait();
+    return state_->value;
+  }
+  operator T() const { return get(); }  // NOLINT: implicit on purpose (see above)
+  void wait() const { state_->wait(); }
+  bool ready() const { return state_->ready(); }
+
+ private:
+  std::shared_ptr<detail::future_state<T>> state_;
+};
+
+}  // namespace meld

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Copies the header-only and small dependencies of the GPU check (xsimd, xtl, Catch2, Google
+# Benchmark) from this Debian machine into .deps/ (ignored by git), keeping Debian's layout so that
+# their CMake package files find everything relative to .deps. For machines that have CUDA but not
+# these packages: carry .deps with the working tree, then run scripts/gpu-check.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+arch=lib/x86_64-linux-gnu
+rm -rf .deps && mkdir -p .deps/include .deps/$arch/cmake .deps/lib/cmake
+cp -r /usr/include/xsimd /usr/include/catch2 /usr/include/benchmark .deps/include/
+[ -d /usr/include/xtl ] && cp -r /usr/include/xtl .deps/include/ && cp -r /usr/share/cmake/xtl .deps/lib/cmake/
+cp -r /usr/$arch/cmake/xsimd /usr/$arch/cmake/benchmark .deps/$arch/cmake/
+cp -r /usr/lib/cmake/Catch2 .deps/lib/cmake/
+cp -a /usr/$arch/libbenchmark*.so* .deps/$arch/ 2>/dev/null || true
+cp -a /usr/$arch/libbenchmark*.a .deps/$arch/ 2>/dev/null || true
+du -sh .deps
