@@ -38,3 +38,7 @@
 #include "backend/cuda/ops.hpp"
 #include "backend/cuda/stream.hpp"
 #endif
+
+// Distributed training (communicators, data_parallel, kv_store) is in <meld/dist.hpp>: it adds
+// about 1 s of parsing to every translation unit (threads, std::function, the ring algorithms),
+// which programs that do not use it should not pay.

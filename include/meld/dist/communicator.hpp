@@ -1,0 +1,240 @@
+// The communicator concept: a group of `size()` ranks that run collectives together, in the same
+// order on every rank. Backends: thread_comm (threads of one process), mpi_comm (processes,
+// through MPI), nccl_comm (GPUs, through NCCL).
+//
+// Collectives work in place on contiguous buffers (std::span, or a meld::tensor for the CPU
+// backends):
+//   allreduce(buf, op)              every rank ends with op over all ranks' buf (sum, max, min)
+//   broadcast(buf, root)            every rank ends with root's buf
+//   reduce_scatter(in, out, op)     in has size() * out.size() elements; rank r gets op over all
+//                                   ranks of in[r * m, (r + 1) * m) in out (m = out.size())
+//   allgather(in, out)              out has size() * in.size() elements; out[r * m ...] = rank r's
+//   in barrier()                       returns when every rank has entered it
+// and each in an asynchronous form (allreduce_async, ...) that returns a request whose wait()
+// returns when the collective has completed on this rank (rethrowing its error). The buffers must
+// stay alive and untouched until then.
+//
+// Every collective has a sequence number (1, 2, ... on each rank, in call order). In debug mode
+// ranks exchange (sequence, operation, element type, count, root) before any data moves, and a
+// mismatch throws comm_error naming the ranks and what each called. Every wait has a timeout: a
+// rank that never arrives makes the others throw comm_error naming it and the pending collective.
+#pragma once
+
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include "../core/element_type.hpp"
+#include "../core/error.hpp"
+#include "comm_error.hpp"
+
+namespace meld {
+
+enum class reduce_op : std::uint8_t { sum, max, min };
+
+enum class collective_kind : std::uint8_t {
+  allreduce,
+  broadcast,
+  reduce_scatter,
+  allgather,
+  barrier
+};
+
+inline const char* name_of(reduce_op op) {
+  switch (op) {
+    case reduce_op::sum:
+      return "sum";
+    case reduce_op::max:
+      return "max";
+    case reduce_op::min:
+      return "min";
+  }
+  return "?";
+}
+
+inline const char* name_of(collective_kind k) {
+  switch (k) {
+    case collective_kind::allreduce:
+      return "allreduce";
+    case collective_kind::broadcast:
+      return "broadcast";
+    case collective_kind::reduce_scatter:
+      return "reduce_scatter";
+    case collective_kind::allgather:
+      return "allgather";
+    case collective_kind::barrier:
+      return "barrier";
+  }
+  return "?";
+}
+
+// Settings every backend takes. Zero / unset fields take the backend's default.
+struct comm_options {
+  // How long a collective waits for a peer that makes no progress before it throws comm_error.
+  // Default: MELD_COMM_TIMEOUT (seconds) from the environment, else 60 s for threads and 10 min
+  // for MPI and NCCL.
+  std::chrono::milliseconds timeout{0};
+  // Exchange and compare every collective's description before moving data. Default:
+  // MELD_COMM_DEBUG=1 in the environment.
+  std::optional<bool> debug;
+  // Pipelining granularity of the ring algorithms (bytes). Default: the backend's.
+  std::size_t slice_bytes = 0;
+};
+
+namespace detail::dist {
+
+// A stable code per element type, exchanged between ranks (so 0 is never a valid code).
+template <class T>
+constexpr std::uint8_t type_code() {
+  if constexpr (std::is_same_v<T, float>)
+    return 1;
+  else if constexpr (std::is_same_v<T, double>)
+    return 2;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return 3;
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return 4;
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return 5;
+  else
+    return 0;
+}
+
+inline const char* type_code_name(std::uint8_t code) {
+  switch (code) {
+    case 1:
+      return "float32";
+    case 2:
+      return "float64";
+    case 3:
+      return "int32";
+    case 4:
+      return "int64";
+    case 5:
+      return "uint8";
+  }
+  return "?";
+}
+
+template <class T>
+concept comm_element = type_code<std::remove_const_t<T>>()
+!= 0;
+
+// What one rank called: the unit that debug mode exchanges and error messages print.
+struct call_info {
+  std::uint64_t seq = 0;  // 1, 2, ... per rank; 0: nothing called yet
+  std::int64_t count = 0;
+  std::int32_t root = -1;
+  collective_kind kind = collective_kind::barrier;
+  reduce_op op = reduce_op::sum;
+  std::uint8_t type = 0;
+
+  friend bool operator==(const call_info&, const call_info&) = default;
+
+  std::string str() const {
+    if (seq == 0) return "no collective yet";
+    std::string s = cat(name_of(kind), " #", seq);
+    if (kind == collective_kind::barrier) return s;
+    s += " (";
+    if (kind == collective_kind::allreduce || kind == collective_kind::reduce_scatter)
+      s += cat(name_of(op), ", ");
+    s += cat(type_code_name(type), " x ", count);
+    if (kind == collective_kind::broadcast) s += cat(", root ", root);
+    return s + ")";
+  }
+};
+
+template <class T>
+call_info make_call(std::uint64_t seq, collective_kind kind, std::int64_t count,
+                    reduce_op op = reduce_op::sum, int root = -1) {
+  call_info c;
+  c.seq = seq;
+  c.kind = kind;
+  c.count = count;
+  c.op = op;
+  c.root = root;
+  c.type = type_code<std::remove_const_t<T>>();
+  return c;
+}
+
+inline std::chrono::milliseconds env_timeout(std::chrono::milliseconds fallback) {
+  if (const char* env = std::getenv("MELD_COMM_TIMEOUT")) {
+    char* end = nullptr;
+    const double s = std::strtod(env, &end);
+    if (end != env && *end == '\0' && s > 0)
+      return std::chrono::milliseconds(static_cast<long long>(s * 1000));
+    throw std::invalid_argument(cat("MELD_COMM_TIMEOUT='", env, "' is not a number of seconds"));
+  }
+  return fallback;
+}
+
+inline bool env_debug() {
+  const char* env = std::getenv("MELD_COMM_DEBUG");
+  return env && env[0] == '1';
+}
+
+// The options with every default filled in.
+struct resolved_options {
+  std::chrono::milliseconds timeout;
+  bool debug;
+  std::size_t slice_bytes;
+};
+
+inline resolved_options resolve(const comm_options& o, std::chrono::milliseconds default_timeout,
+                                std::size_t default_slice) {
+  if (o.timeout.count() < 0)
+    throw std::invalid_argument(cat("comm_options: negative timeout ", o.timeout.count(), " ms"));
+  return {o.timeout.count() > 0 ? o.timeout : env_timeout(default_timeout),
+          o.debug.value_or(env_debug()), o.slice_bytes ? o.slice_bytes : default_slice};
+}
+
+inline std::string seconds_str(std::chrono::nanoseconds d) {
+  return cat(static_cast<double>(d.count()) / 1e9, " s");
+}
+
+// "ranks 1, 3" / "rank 2"
+template <class Range>
+std::string ranks_str(const Range& ranks) {
+  std::string s;
+  int n = 0;
+  for (int r : ranks) s += cat(n++ ? ", " : "", r);
+  return cat(n == 1 ? "rank " : "ranks ", s);
+}
+
+}  // namespace detail::dist
+
+// What an asynchronous collective returns.
+template <class R>
+concept comm_request_type = requires(R& r) {
+  r.wait();
+  { r.ready() } -> std::convertible_to<bool>;
+};
+
+// The communicator concept (checked with float buffers; backends take every element type).
+template <class C>
+concept communicator = requires(C& c, std::span<float> buf, std::span<const float> in, int root) {
+  { c.rank() } -> std::convertible_to<int>;
+  { c.size() } -> std::convertible_to<int>;
+  c.allreduce(buf, reduce_op::sum);
+  c.broadcast(buf, root);
+  c.reduce_scatter(in, buf, reduce_op::sum);
+  c.allgather(in, buf);
+  c.barrier();
+  { c.allreduce_async(buf, reduce_op::sum) } -> comm_request_type;
+  { c.broadcast_async(buf, root) } -> comm_request_type;
+  { c.reduce_scatter_async(in, buf, reduce_op::sum) } -> comm_request_type;
+  { c.allgather_async(in, buf) } -> comm_request_type;
+  { c.barrier_async() } -> comm_request_type;
+  // The next collective's sequence number; a failed group refuses new collectives.
+  { c.next_sequence() } -> std::convertible_to<std::uint64_t>;
+  // Marks the group failed (peers waiting in a collective throw comm_error naming this rank).
+  c.abort(std::string());
+};
+
+}  // namespace meld

@@ -1,0 +1,746 @@
+// data_parallel<Model, Comm>: trains one model on many workers. Every worker holds a replica of
+// the model; each step splits the global minibatch along axis 0 into one shard per rank, runs
+// forward and backward on each shard, and allreduces the gradients, so that after the step every
+// replica holds the gradient of the mean loss over the whole minibatch.
+//
+// Two ways to run:
+//   threads    meld::thread_group group(4); meld::data_parallel dp(model, group);
+//              one process, 4 worker threads; rank 0 trains `model` itself, ranks 1..3 replicas
+//              of it (Model::replica()). step() takes the global batch and splits it.
+//   processes  meld::mpi_comm comm(MPI_COMM_WORLD); meld::data_parallel dp(model, comm);
+//              one rank per process (mpi_comm, nccl_comm, or a thread_comm used from threads the
+//              caller manages). step() takes the global batch (the same on every rank) and keeps
+//              this rank's shard; step_local() takes this rank's own shard.
+//
+// The training loop is unchanged otherwise: the optimizer updates `model` (the local replica) from
+// the averaged gradients, e.g.
+//   for (auto& [x, y] : batches) { double loss = dp.step(x, y, meld::nn::cross_entropy);
+//   opt.step(); }
+// In threads mode the other replicas take rank 0's parameters at the start of the next step (a
+// shared-memory copy, as PyTorch's DataParallel does); in process mode every rank runs the same
+// optimizer on the same gradients, so the replicas stay bit-identical without copies.
+//
+// What a step does, and guarantees:
+//   * Shards: rank r of P gets rows [N r / P, N (r + 1) / P) (sizes differ by at most one; a
+//     shard may be empty). Each rank scales its output gradient by its shard size, and the summed
+//     gradients are divided by the total sample count, so the result is the gradient of the mean
+//     loss over all N samples, whatever the split: the full-batch gradient, to float rounding.
+//   * Gradients: step() replaces them. At the start of an accumulation window (every synchronized
+//     step, or the first micro-step after one) it zeroes them; after a synchronized step every
+//     rank holds the same bits.
+//   * Buckets: gradients are packed into buckets of at most `bucket_bytes` (25 MB by default),
+//     in reverse parameter order (make_buckets: a pure function of the model and the cap, the
+//     same on every rank, and checked at construction). A bucket's allreduce starts as soon as
+//     its gradients are final, overlapping the rest of backward, when the model reports them: a
+//     model with `backward(grad, hook)` calls hook(g) for each parameter gradient g once backward
+//     has finished writing it (layer by layer, from the last). A model without that overload is
+//     run with backward(grad), and every bucket starts after it returns (no overlap).
+//   * Accumulation: inside `auto guard = dp.no_sync();` steps only add gradients locally (no
+//     communication); the next step outside it synchronizes the whole window, giving the
+//     gradient of the mean over every sample of the window, on every rank.
+//   * Uneven epochs (process mode): a rank that runs out of batches calls dp.join(update), where
+//     update() is what the others do after each step (the optimizer). It then joins every
+//     remaining step with zero samples, applying the same updates, until every rank has joined;
+//     no rank waits forever and the replicas stay identical.
+//   * Buffers (batch-norm statistics) are broadcast from rank 0 at construction; afterwards each
+//     worker keeps its own statistics, computed on its shards (the choice of d2l.ai's multi-GPU
+//     chapter; evaluate with rank 0's model). broadcast_buffers = true copies rank 0's buffers to
+//     every rank at the start of each window instead (PyTorch DDP's default).
+//   * Determinism: the shards, the bucket layout, the collective schedule and the reduction
+//     order are fixed, so the same seed and the same number of workers give the same bits.
+//   * Failures: a worker that throws aborts the communicator (the others throw comm_error at once
+//     instead of waiting), and the step rethrows the exception that caused it. Afterwards the
+//     data_parallel refuses further steps.
+#pragma once
+
+#include <algorithm>
+#include <any>
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../nn/model.hpp"
+#include "../tensor/slice.hpp"
+#include "buckets.hpp"
+#include "buffer.hpp"
+#include "communicator.hpp"
+#include "thread_comm.hpp"
+
+namespace meld {
+
+struct data_parallel_options {
+  std::size_t bucket_bytes = std::size_t(25) << 20;  // gradient bucket cap
+  bool broadcast_buffers = false;  // copy rank 0's buffers to every rank at each window start
+};
+
+// Where the time of the last step went, on the first local worker.
+struct step_timing {
+  double total_s = 0;      // the whole step
+  double forward_s = 0;    // forward and loss
+  double backward_s = 0;   // backward (with the bucket packing and launches inside it)
+  double comm_wait_s = 0;  // blocked after backward, waiting for the allreduces to finish
+  int buckets = 0;
+  int buckets_during_backward = 0;  // launched before backward returned (overlapped)
+};
+
+namespace nn {
+
+// What a model's backward(grad, hook) calls for each parameter gradient once backward has
+// finished writing it (see data_parallel). A plain function pointer and context: no allocation.
+template <class T, class B>
+struct gradient_ready_hook {
+  void* context = nullptr;
+  void (*notify)(void*, tensor<T, B>&) = nullptr;
+  void operator()(tensor<T, B>& grad) const {
+    if (notify) notify(context, grad);
+  }
+};
+
+// A model that reports when each gradient is final.
+template <class M>
+concept reports_ready_gradients = model<M> &&
+    requires(M& m, const tensor<typename M::value_type, typename M::backend_type>& g,
+             gradient_ready_hook<typename M::value_type, typename M::backend_type>& h) {
+  m.backward(g, h);
+};
+
+}  // namespace nn
+
+namespace detail::dist {
+
+// k - 1 persistent threads that run a job with the calling thread: job(0) on the caller, job(i)
+// on thread i.
+class worker_crew {
+ public:
+  explicit worker_crew(int workers) : errors_(static_cast<std::size_t>(workers)) {
+    for (int i = 1; i < workers; ++i) threads_.emplace_back([this, i] { loop(i); });
+  }
+  ~worker_crew() {
+    {
+      std::lock_guard lock(mutex_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  worker_crew(const worker_crew&) = delete;
+  worker_crew& operator=(const worker_crew&) = delete;
+
+  // Runs job on every worker; returns each worker's exception (null if none).
+  const std::vector<std::exception_ptr>& run(const std::function<void(int)>& job) {
+    std::fill(errors_.begin(), errors_.end(), nullptr);
+    {
+      std::lock_guard lock(mutex_);
+      job_ = &job;
+      remaining_ = static_cast<int>(threads_.size());
+      ++generation_;
+    }
+    cv_.notify_all();
+    call(job, 0);
+    std::unique_lock lock(mutex_);
+    done_cv_.wait(lock, [&] { return remaining_ == 0; });
+    job_ = nullptr;
+    return errors_;
+  }
+
+ private:
+  void call(const std::function<void(int)>& job, int i) {
+    try {
+      job(i);
+    } catch (...) {
+      errors_[static_cast<std::size_t>(i)] = std::current_exception();
+    }
+  }
+  void loop(int i) {
+    std::uint64_t seen = 0;
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] { return quit_ || generation_ != seen; });
+      if (quit_) return;
+      seen = generation_;
+      const auto* job = job_;
+      lock.unlock();
+      call(*job, i);
+      lock.lock();
+      if (--remaining_ == 0) done_cv_.notify_all();
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::vector<std::exception_ptr> errors_;
+  std::mutex mutex_;
+  std::condition_variable cv_, done_cv_;
+  const std::function<void(int)>* job_ = nullptr;
+  std::uint64_t generation_ = 0;
+  int remaining_ = 0;
+  bool quit_ = false;
+};
+
+inline std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+inline std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::size_t a = 0;
+  for (std::size_t b; (b = s.find(sep, a)) != std::string::npos; a = b + 1)
+    out.push_back(s.substr(a, b - a));
+  if (a < s.size()) out.push_back(s.substr(a));
+  return out;
+}
+
+}  // namespace detail::dist
+
+template <nn::model Model, communicator Comm>
+class data_parallel {
+ public:
+  using model_type = Model;
+  using comm_type = Comm;
+  using value_type = typename Model::value_type;
+  using backend_type = typename Model::backend_type;
+  using tensor_type = tensor<value_type, backend_type>;
+
+  // Process mode: this process is rank comm.rank() of comm.size().
+  data_parallel(Model& model, Comm& comm, const data_parallel_options& options = {})
+      : options_(options), threads_mode_(false) {
+    auto w = std::make_unique<worker>();
+    w->model = &model;
+    w->comm = &comm;
+    workers_.push_back(std::move(w));
+    setup();
+  }
+
+  // Threads mode: group.size() workers in this process; rank 0 trains `model`.
+  data_parallel(Model& model, thread_group& group,
+                const data_parallel_options& options = {}) requires std::same_as<Comm, thread_comm>
+      : options_(options), threads_mode_(true) {
+    for (int r = 0; r < group.size(); ++r) {
+      auto w = std::make_unique<worker>();
+      if (r == 0) {
+        w->model = &model;
+      } else {
+        w->owned = std::make_unique<Model>(model.replica());
+        w->model = w->owned.get();
+      }
+      w->comm = &group.comm(r);
+      workers_.push_back(std::move(w));
+    }
+    if (group.size() > 1) crew_ = std::make_unique<detail::dist::worker_crew>(group.size());
+    setup();
+  }
+
+  data_parallel(const data_parallel&) = delete;
+  data_parallel& operator=(const data_parallel&) = delete;
+
+  // ---- training ---------------------------------------------------------------------------------
+
+  // One step on the global minibatch (axis 0 is the batch; every rank passes the same one in
+  // process mode). Returns the mean loss over the minibatch (inside no_sync: over this process's
+  // shards).
+  template <class Targets, class Loss>
+  double step(const tensor_type& inputs, const Targets& targets, const Loss& loss) {
+    const index_t n = check_batch(inputs, targets, "step");
+    const int P = world_size();
+    return run_step([&](worker& w, bool sync, bool fresh) {
+      const int r = w.comm->rank();
+      const index_t lo = detail::dist::part_begin(n, P, r),
+                    hi = detail::dist::part_begin(n, P, r + 1);
+      if (hi == lo)
+        return worker_step(w, w.x, static_cast<const Targets*>(nullptr), 0, loss, sync, fresh);
+      w.x = inputs.slice(range(lo, hi));
+      Targets& t = targets_cache<Targets>(w);
+      t = targets.slice(range(lo, hi));
+      return worker_step(w, w.x, &t, hi - lo, loss, sync, fresh);
+    });
+  }
+
+  // Process mode: one step on this rank's own shard (any number of rows, 0 included; the shards
+  // of different ranks may differ in size).
+  template <class Targets, class Loss>
+  double step_local(const tensor_type& inputs, const Targets& targets, const Loss& loss) {
+    if (threads_mode_)
+      throw std::logic_error(
+          "data_parallel::step_local: in threads mode step() takes the global batch and splits it");
+    const index_t n = check_batch(inputs, targets, "step_local");
+    return run_step([&](worker& w, bool sync, bool fresh) {
+      return worker_step(w, inputs, n ? &targets : nullptr, n, loss, sync, fresh);
+    });
+  }
+
+  // Process mode, after this rank's last batch: takes part in the other ranks' remaining steps
+  // with no samples, calling after_each_step() after each (pass the optimizer step, so that this
+  // replica stays identical to the others), until every rank has joined.
+  template <class F>
+  void join(F&& after_each_step) {
+    if (threads_mode_) return;  // every worker takes part in every step() already
+    check_usable();
+    for (;;) {
+      bool more = false;
+      guarded([&](worker& w) {
+        const bool fresh = window_start_;
+        if (fresh) begin_window(w);
+        refresh(w);
+        more = synchronize(w, 0, 0.0, /*active=*/false, false, clock::now(), clock::now());
+      });
+      if (!more) return;
+      window_start_ = true;
+      after_each_step();
+    }
+  }
+  void join() {
+    join([] {});
+  }
+
+  // Inside the guard's lifetime, steps accumulate gradients without communicating.
+  class no_sync_guard {
+   public:
+    explicit no_sync_guard(data_parallel& dp) : dp_(&dp), was_(dp.no_sync_) { dp.no_sync_ = true; }
+    no_sync_guard(no_sync_guard&& o) noexcept : dp_(std::exchange(o.dp_, nullptr)), was_(o.was_) {}
+    no_sync_guard(const no_sync_guard&) = delete;
+    no_sync_guard& operator=(const no_sync_guard&) = delete;
+    no_sync_guard& operator=(no_sync_guard&&) = delete;
+    ~no_sync_guard() {
+      if (dp_) dp_->no_sync_ = was_;
+    }
+
+   private:
+    data_parallel* dp_;
+    bool was_;
+  };
+  [[nodiscard]] no_sync_guard no_sync() { return no_sync_guard(*this); }
+
+  // ---- the model --------------------------------------------------------------------------------
+
+  // The model this process trains (rank 0's in threads mode): give it to the optimizer.
+  Model& model() { return *workers_[0]->model; }
+  // Local replica i (threads mode: rank i; process mode: only 0).
+  Model& replica(int i) { return *workers_.at(static_cast<std::size_t>(i))->model; }
+  int local_workers() const { return static_cast<int>(workers_.size()); }
+  int world_size() const { return workers_[0]->comm->size(); }
+  int rank() const { return workers_[0]->comm->rank(); }
+  const std::vector<gradient_bucket>& buckets() const { return buckets_; }
+  const step_timing& last_timing() const { return timing_; }
+
+  // The model-like operations an optimizer or checkpoint uses act on model(); train() and
+  // zero_grad() act on every local replica.
+  template <class F>
+  void visit_parameters(F&& f) {
+    model().visit_parameters(std::forward<F>(f));
+  }
+  template <class F>
+  void visit_buffers(F&& f) {
+    model().visit_buffers(std::forward<F>(f));
+  }
+  void train(bool on) {
+    for (auto& w : workers_) w->model->train(on);
+  }
+  void zero_grad() {
+    for (auto& w : workers_) w->model->zero_grad();
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  using request_type = decltype(std::declval<Comm&>().allreduce_async(
+      std::declval<std::span<value_type>>(), reduce_op::sum));
+  using counts_request_type = decltype(std::declval<Comm&>().allreduce_async(
+      std::declval<std::span<double>>(), reduce_op::sum));
+
+  struct param_ref {
+    tensor_type* param;
+    tensor_type* grad;
+  };
+
+  struct worker {
+    Model* model = nullptr;
+    std::unique_ptr<Model> owned;
+    Comm* comm = nullptr;
+    std::vector<param_ref> params;
+    std::vector<tensor_type*> buffers;
+    std::vector<std::pair<const tensor_type*, int>> grad_index;  // sorted by address
+    std::vector<tensor_type> bucket_data;
+    std::vector<request_type> requests;
+    std::vector<char> ready;
+    std::vector<std::size_t> ready_count;
+    std::size_t next_bucket = 0;
+    bool in_backward = false;
+    int launched_in_backward = 0;
+    std::array<double, 4> counts{};  // window samples, step samples, step loss sum, active
+    double window_samples = 0;
+    tensor_type x, grad_out;
+    std::any targets;
+    step_timing timing;
+  };
+
+  static double seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+  template <class Targets>
+  static index_t check_batch(const tensor_type& inputs, const Targets& targets, const char* what) {
+    if (inputs.rank() < 1 || targets.rank() < 1 || inputs.shape()[0] != targets.shape()[0])
+      throw shape_error(detail::cat("data_parallel::", what, ": inputs of shape ", inputs.shape(),
+                                    " and targets of shape ", targets.shape(),
+                                    " do not share a batch axis 0"));
+    return inputs.shape()[0];
+  }
+
+  template <class Targets>
+  static Targets& targets_cache(worker& w) {
+    if (auto* t = std::any_cast<Targets>(&w.targets)) return *t;
+    w.targets.template emplace<Targets>();
+    return *std::any_cast<Targets>(&w.targets);
+  }
+
+  void check_usable() const {
+    if (!failure_.empty())
+      throw std::logic_error("data_parallel: unusable after a failed step: " + failure_);
+  }
+
+  // Runs f(worker) on every local worker (threads: in parallel), aborting the communicator when
+  // one throws, and rethrows the exception that caused the failure.
+  template <class F>
+  void guarded(F&& f) {
+    check_usable();
+    auto job = [&](int i) {
+      worker& w = *workers_[static_cast<std::size_t>(i)];
+      try {
+        f(w);
+      } catch (const comm_error&) {
+        throw;
+      } catch (const std::exception& e) {
+        w.comm->abort(detail::cat("data_parallel failed on rank ", w.comm->rank(), ": ", e.what()));
+        throw;
+      } catch (...) {
+        w.comm->abort(detail::cat("data_parallel failed on rank ", w.comm->rank()));
+        throw;
+      }
+    };
+    std::vector<std::exception_ptr> errors;
+    if (crew_) {
+      errors = crew_->run(job);
+    } else {
+      try {
+        job(0);
+      } catch (...) {
+        errors.push_back(std::current_exception());
+      }
+    }
+    for (const auto& e : errors)
+      if (e) {
+        try {
+          thread_group::rethrow_root_cause(errors);
+        } catch (const std::exception& ex) {
+          failure_ = ex.what();
+          throw;
+        } catch (...) {
+          failure_ = "unknown exception";
+          throw;
+        }
+      }
+  }
+
+  template <class F>
+  double run_step(F&& per_worker) {
+    check_usable();
+    const bool sync = !no_sync_;
+    const bool fresh = window_start_;
+    // Pointers to every replica's parameters, taken here so that workers can read rank 0's.
+    for (auto& w : workers_) refresh(*w);
+    if (fresh && threads_mode_ && options_.broadcast_buffers) {
+      // Buffers are copied before any worker runs forward (which updates rank 0's).
+      guarded([&](worker& w) {
+        if (&w == workers_[0].get()) return;
+        for (std::size_t i = 0; i < w.buffers.size(); ++i) *w.buffers[i] = *workers_[0]->buffers[i];
+      });
+    }
+    double result = 0;
+    guarded([&](worker& w) {
+      const double l = per_worker(w, sync, fresh);
+      if (&w == workers_[0].get()) result = l;
+    });
+    window_start_ = sync;
+    timing_ = workers_[0]->timing;
+    return result;
+  }
+
+  // ---- per worker -------------------------------------------------------------------------------
+
+  void begin_window(worker& w) {
+    if (threads_mode_ && &w != workers_[0].get()) {
+      // Take rank 0's parameters (it does not write them during a step).
+      const auto& src = workers_[0]->params;
+      for (std::size_t i = 0; i < w.params.size(); ++i) *w.params[i].param = *src[i].param;
+    }
+    if (!threads_mode_ && options_.broadcast_buffers)
+      for (tensor_type* b : w.buffers) w.comm->broadcast(*b, 0);
+    w.model->zero_grad();
+    w.window_samples = 0;
+  }
+
+  template <class Targets, class Loss>
+  double worker_step(worker& w, const tensor_type& x, const Targets* t, index_t n, const Loss& loss,
+                     bool sync, bool fresh) {
+    const auto t0 = clock::now();
+    if (fresh) begin_window(w);
+    w.window_samples += static_cast<double>(n);
+    double loss_sum = 0;
+    if (n > 0) {
+      const tensor_type out = w.model->forward(x);
+      loss_sum = static_cast<double>(loss(out, *t, w.grad_out)) * static_cast<double>(n);
+      w.grad_out *= static_cast<value_type>(n);  // the gradient of the shard's summed loss
+    }
+    const auto t1 = clock::now();
+    if (!sync) {
+      if (n > 0) w.model->backward(w.grad_out);
+      w.timing = {
+          seconds(clock::now() - t0), seconds(t1 - t0), seconds(clock::now() - t1), 0, 0, 0};
+      return n > 0 ? loss_sum / static_cast<double>(n) : 0.0;
+    }
+    synchronize(w, n, loss_sum, /*active=*/true, n > 0, t0, t1);
+    return w.counts[1] > 0 ? w.counts[2] / w.counts[1] : 0.0;
+  }
+
+  // The collective part of a synchronized step: the counts, then the buckets (launched during
+  // backward when the model reports ready gradients), then the averaged gradients. Returns
+  // whether any rank was active.
+  bool synchronize(worker& w, index_t n, double loss_sum, bool active, bool run_backward,
+                   clock::time_point t0, clock::time_point t1) {
+    Comm& c = *w.comm;
+    w.counts = {w.window_samples, static_cast<double>(n), loss_sum, active ? 1.0 : 0.0};
+    auto counts_request = c.allreduce_async(std::span<double>(w.counts), reduce_op::sum);
+    std::fill(w.ready.begin(), w.ready.end(), 0);
+    std::fill(w.ready_count.begin(), w.ready_count.end(), 0);
+    w.next_bucket = 0;
+    w.launched_in_backward = 0;
+    if (run_backward) {
+      w.in_backward = true;
+      if constexpr (nn::reports_ready_gradients<Model>) {
+        struct context {
+          data_parallel* dp;
+          worker* w;
+        } ctx{this, &w};
+        nn::gradient_ready_hook<value_type, backend_type> hook;
+        hook.context = &ctx;
+        hook.notify = [](void* p, tensor_type& g) {
+          auto* cx = static_cast<context*>(p);
+          cx->dp->mark_ready(*cx->w, cx->dp->index_of(*cx->w, g));
+        };
+        w.model->backward(w.grad_out, hook);
+      } else {
+        w.model->backward(w.grad_out);
+      }
+      w.in_backward = false;
+    }
+    const auto t2 = clock::now();
+    for (std::size_t i = 0; i < w.params.size(); ++i) mark_ready(w, static_cast<int>(i));
+    counts_request.wait();
+    for (auto& r : w.requests) r.wait();
+    const auto t3 = clock::now();
+    const double total = w.counts[0];
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      const gradient_bucket& bk = buckets_[b];
+      for (std::size_t i = 0; i < bk.params.size(); ++i) {
+        tensor_type& g = *w.params[static_cast<std::size_t>(bk.params[i])].grad;
+        const index_t size = g.size();
+        if (size == 0) continue;
+        if (total > 0)
+          g.flatten() = w.bucket_data[b].slice(range(bk.offsets[i], bk.offsets[i] + size)) /
+                        static_cast<value_type>(total);
+        else
+          g = value_type(0);
+      }
+    }
+    w.timing = {seconds(clock::now() - t0),
+                seconds(t1 - t0),
+                seconds(t2 - t1),
+                seconds(t3 - t2),
+                static_cast<int>(buckets_.size()),
+                w.launched_in_backward};
+    return w.counts[3] > 0;
+  }
+
+  int index_of(const worker& w, const tensor_type& g) const {
+    auto it = std::lower_bound(w.grad_index.begin(), w.grad_index.end(),
+                               std::pair<const tensor_type*, int>(&g, -1));
+    if (it == w.grad_index.end() || it->first != &g)
+      throw std::logic_error(
+          "data_parallel: the model's backward reported a gradient that visit_parameters does "
+          "not hand out");
+    return it->second;
+  }
+
+  void mark_ready(worker& w, int p) {
+    if (w.ready[static_cast<std::size_t>(p)]) return;
+    w.ready[static_cast<std::size_t>(p)] = 1;
+    ++w.ready_count[static_cast<std::size_t>(bucket_of_[static_cast<std::size_t>(p)])];
+    // Buckets start strictly in order, so every rank issues the same collectives in the same
+    // order whatever order its gradients become ready in.
+    while (w.next_bucket < buckets_.size() &&
+           w.ready_count[w.next_bucket] == buckets_[w.next_bucket].params.size()) {
+      launch(w, w.next_bucket++);
+      if (w.in_backward) ++w.launched_in_backward;
+    }
+  }
+
+  void launch(worker& w, std::size_t b) {
+    pack(w, b, /*grads=*/true);
+    w.requests[b] =
+        w.comm->allreduce_async(detail::dist::as_span(w.bucket_data[b]), reduce_op::sum);
+  }
+
+  void pack(worker& w, std::size_t b, bool grads) {
+    const gradient_bucket& bk = buckets_[b];
+    for (std::size_t i = 0; i < bk.params.size(); ++i) {
+      const param_ref& p = w.params[static_cast<std::size_t>(bk.params[i])];
+      const tensor_type& src = grads ? *p.grad : *p.param;
+      if (src.size() == 0) continue;
+      w.bucket_data[b].slice(range(bk.offsets[i], bk.offsets[i] + src.size())) = src.flatten();
+    }
+  }
+
+  // Re-reads the model's parameter list (the tensors may have been replaced) and checks that it
+  // still matches the layout.
+  void refresh(worker& w) {
+    w.params.clear();
+    w.grad_index.clear();
+    w.model->visit_parameters([&](std::string_view name, tensor_type& p, tensor_type& g) {
+      const std::size_t i = w.params.size();
+      if (i >= sizes_.size() || p.size() != sizes_[i] || g.size() != p.size())
+        throw std::logic_error(detail::cat("data_parallel: parameter ", i, " ('", name,
+                                           "') changed since construction: it has ", p.size(),
+                                           " elements and a gradient of ", g.size(), ", expected ",
+                                           i < sizes_.size() ? sizes_[i] : index_t(-1)));
+      w.params.push_back({&p, &g});
+      w.grad_index.emplace_back(&g, static_cast<int>(i));
+    });
+    if (w.params.size() != sizes_.size())
+      throw std::logic_error(detail::cat("data_parallel: the model now has ", w.params.size(),
+                                         " parameters, ", sizes_.size(), " at construction"));
+    std::sort(w.grad_index.begin(), w.grad_index.end());
+    w.buffers.clear();
+    w.model->visit_buffers([&](std::string_view, tensor_type& b) { w.buffers.push_back(&b); });
+  }
+
+  // ---- construction -----------------------------------------------------------------------------
+
+  // What must be equal on every rank: the parameters and buffers (names, types, shapes) and the
+  // bucket cap. One entry per line.
+  std::string describe(Model& m) const {
+    std::string d = detail::cat("bucket cap ", options_.bucket_bytes, " bytes\n");
+    m.visit_parameters([&](std::string_view name, tensor_type& p, tensor_type& g) {
+      if (!(g.shape() == p.shape()))
+        throw shape_error(detail::cat("data_parallel: parameter '", name, "' has shape ", p.shape(),
+                                      " but its gradient has shape ", g.shape()));
+      d += detail::cat("parameter '", name, "' ", type_name<value_type>(), " ", p.shape(), "\n");
+    });
+    m.visit_buffers([&](std::string_view name, tensor_type& b) {
+      d += detail::cat("buffer '", name, "' ", type_name<value_type>(), " ", b.shape(), "\n");
+    });
+    return d;
+  }
+
+  void setup() {
+    Model& m0 = *workers_[0]->model;
+    m0.visit_parameters(
+        [&](std::string_view, tensor_type& p, tensor_type&) { sizes_.push_back(p.size()); });
+    buckets_ = make_buckets(sizes_, sizeof(value_type), options_.bucket_bytes);
+    bucket_of_.assign(sizes_.size(), 0);
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      for (int p : buckets_[b].params)
+        bucket_of_[static_cast<std::size_t>(p)] = static_cast<int>(b);
+    guarded([&](worker& w) {
+      check_same_model(w);
+      refresh(w);
+      w.ready.assign(sizes_.size(), 0);
+      w.ready_count.assign(buckets_.size(), 0);
+      w.requests.resize(buckets_.size());
+      for (const auto& bk : buckets_) w.bucket_data.emplace_back(shape_t{bk.size});
+      // Rank 0's parameters (through the buckets) and buffers go to every rank.
+      for (std::size_t b = 0; b < buckets_.size(); ++b) {
+        pack(w, b, /*grads=*/false);
+        w.comm->broadcast(detail::dist::as_span(w.bucket_data[b]), 0);
+        const gradient_bucket& bk = buckets_[b];
+        for (std::size_t i = 0; i < bk.params.size(); ++i) {
+          tensor_type& p = *w.params[static_cast<std::size_t>(bk.params[i])].param;
+          if (p.size() == 0) continue;
+          p.flatten() = w.bucket_data[b].slice(range(bk.offsets[i], bk.offsets[i] + p.size()));
+        }
+      }
+      for (tensor_type* b : w.buffers) w.comm->broadcast(detail::dist::as_span(*b), 0);
+    });
+  }
+
+  // Every rank compares a hash of its description; if they differ, rank 0's description is
+  // broadcast and each rank names its first difference from it.
+  void check_same_model(worker& w) {
+    Comm& c = *w.comm;
+    const std::string mine = describe(*w.model);
+    std::vector<std::int64_t> hash{static_cast<std::int64_t>(detail::dist::fnv1a(mine))};
+    std::vector<std::int64_t> all(static_cast<std::size_t>(c.size()));
+    c.allgather(hash, all);
+    std::vector<int> differ;
+    for (int r = 0; r < c.size(); ++r)
+      if (all[static_cast<std::size_t>(r)] != all[0]) differ.push_back(r);
+    if (differ.empty()) return;
+    std::vector<std::int64_t> length{static_cast<std::int64_t>(mine.size())};
+    c.broadcast(length, 0);
+    std::vector<std::int64_t> words(static_cast<std::size_t>((length[0] + 7) / 8));
+    if (c.rank() == 0) std::memcpy(words.data(), mine.data(), mine.size());
+    c.broadcast(words, 0);
+    const std::string theirs(reinterpret_cast<const char*>(words.data()),
+                             static_cast<std::size_t>(length[0]));
+    std::string msg = detail::cat("data_parallel: the ranks hold different models (",
+                                  detail::dist::ranks_str(differ),
+                                  differ.size() == 1 ? " differs" : " differ", " from rank 0's)");
+    if (mine != theirs) {
+      const auto a = detail::dist::split(theirs, '\n'), b = detail::dist::split(mine, '\n');
+      std::size_t i = 0;
+      while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+      msg += detail::cat(": rank 0 has ", a.size() - 1, " parameters and buffers, rank ", c.rank(),
+                         " has ", b.size() - 1, "; the first difference: rank 0 has ",
+                         i < a.size() ? a[i] : "nothing", ", rank ", c.rank(), " has ",
+                         i < b.size() ? b[i] : "nothing");
+    } else {
+      msg += "; each of them names its first difference";
+    }
+    throw shape_error(msg);
+  }
+
+  data_parallel_options options_;
+  bool threads_mode_;
+  std::vector<std::unique_ptr<worker>> workers_;
+  std::unique_ptr<detail::dist::worker_crew> crew_;
+  std::vector<index_t> sizes_;
+  std::vector<gradient_bucket> buckets_;
+  std::vector<int> bucket_of_;
+  bool no_sync_ = false;
+  bool window_start_ = true;
+  std::string failure_;
+  step_timing timing_;
+};
+
+template <class Model, class Comm>
+data_parallel(Model&, Comm&) -> data_parallel<Model, Comm>;
+template <class Model, class Comm>
+data_parallel(Model&, Comm&, const data_parallel_options&) -> data_parallel<Model, Comm>;
+template <class Model>
+data_parallel(Model&, thread_group&) -> data_parallel<Model, thread_comm>;
+template <class Model>
+data_parallel(Model&, thread_group&, const data_parallel_options&)
+    -> data_parallel<Model, thread_comm>;
+
+}  // namespace meld

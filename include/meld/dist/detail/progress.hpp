@@ -1,0 +1,212 @@
+// What the CPU communicators share: requests (the handles of asynchronous collectives), the
+// progress queue that runs a rank's asynchronous collectives in order on a background thread,
+// and a waiter that sleeps with a deadline.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <utility>
+
+#include "../../backend/cpu/thread_pool.hpp"
+#include "../../core/config.hpp"
+#include "../comm_error.hpp"
+
+namespace meld {
+
+namespace detail::dist {
+
+using clock = std::chrono::steady_clock;
+
+struct request_state {
+  std::atomic<bool> done{false};
+  std::exception_ptr error;
+  std::mutex mutex;
+  std::condition_variable cv;
+
+  void finish(std::exception_ptr e) {
+    {
+      std::lock_guard lock(mutex);
+      error = std::move(e);
+      done.store(true, std::memory_order_release);
+    }
+    cv.notify_all();
+  }
+};
+
+// Sleeps until a condition that other threads make true, or a deadline. Notifying costs one
+// atomic load while nobody sleeps.
+class timed_waiter {
+ public:
+  template <class Ready>
+  void wait_until(Ready ready, clock::time_point deadline) {
+    std::unique_lock lock(mutex_);
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    cv_.wait_until(lock, deadline, ready);
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  // Call after making a condition true with a seq_cst store or read-modify-write.
+  void notify() {
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      std::lock_guard lock(mutex_);
+      cv_.notify_all();
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::atomic<int> sleepers_{0};
+};
+
+// A scratch buffer that grows on demand (64-byte aligned).
+class scratch_buffer {
+ public:
+  void* get(std::size_t bytes) {
+    if (bytes > size_) {
+      data_.reset(static_cast<std::byte*>(::operator new(bytes, std::align_val_t(cache_line))));
+      size_ = bytes;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct release {
+    void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t(cache_line)); }
+  };
+  std::unique_ptr<std::byte, release> data_;
+  std::size_t size_ = 0;
+};
+
+// Runs the asynchronous collectives of one rank, in the order they were issued (which is the
+// order every rank issues them), on one background thread started on first use. A synchronous
+// collective issued while nothing is queued runs on the caller's thread; otherwise it queues
+// behind the others and the caller waits.
+class progress_queue {
+ public:
+  progress_queue() = default;
+  progress_queue(const progress_queue&) = delete;
+  progress_queue& operator=(const progress_queue&) = delete;
+  ~progress_queue() { stop(); }
+
+  std::shared_ptr<request_state> submit(std::function<void()> job) {
+    auto state = std::make_shared<request_state>();
+    {
+      std::lock_guard lock(mutex_);
+      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+      jobs_.emplace_back(std::move(job), state);
+    }
+    cv_.notify_all();
+    return state;
+  }
+
+  // Runs job now: on this thread when the queue is idle, else after the queued jobs.
+  template <class F>
+  void run(F&& job) {
+    bool here;
+    {
+      std::lock_guard lock(mutex_);
+      // Only the rank's own thread issues collectives, so nothing is queued while this runs.
+      here = jobs_.empty() && !busy_;
+    }
+    if (here) {
+      job();
+      return;
+    }
+    auto state = submit(std::function<void()>(std::forward<F>(job)));
+    wait(*state);
+  }
+
+  // Waits until every queued job has run.
+  void drain() {
+    std::unique_lock lock(mutex_);
+    idle_cv_.wait(lock, [&] { return jobs_.empty() && !busy_; });
+  }
+
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!thread_.joinable()) return;
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  static void wait(request_state& s) {
+    if (!s.done.load(std::memory_order_acquire)) {
+      for (int i = 0; i < 2000 && !s.done.load(std::memory_order_acquire); ++i) cpu_relax();
+      std::unique_lock lock(s.mutex);
+      s.cv.wait(lock, [&] { return s.done.load(std::memory_order_acquire); });
+    }
+    if (s.error) rethrow_copy(s.error);
+  }
+
+  // Rethrows a copy of a comm_error (a fresh object owned by this thread, rather than the one
+  // the progress thread threw and still references), other exceptions as they are.
+  [[noreturn]] static void rethrow_copy(const std::exception_ptr& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const comm_error& ce) {
+      throw comm_error(ce.why(), ce.what());
+    }
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] { return quit_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // quit, with nothing left to run
+      auto [job, state] = std::move(jobs_.front());
+      jobs_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        job();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      state->finish(std::move(error));
+      lock.lock();
+      busy_ = false;
+      if (jobs_.empty()) idle_cv_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<std::pair<std::function<void()>, std::shared_ptr<request_state>>> jobs_;
+  bool busy_ = false;
+  bool quit_ = false;
+  std::thread thread_;
+};
+
+}  // namespace detail::dist
+
+// The handle of an asynchronous collective on a CPU communicator. wait() returns when the
+// collective has completed on this rank and rethrows its error (comm_error on a timeout, a
+// mismatch or an abort). A default-constructed request is complete.
+class comm_request {
+ public:
+  comm_request() = default;
+  explicit comm_request(std::shared_ptr<detail::dist::request_state> s) : state_(std::move(s)) {}
+
+  void wait() const {
+    if (state_) detail::dist::progress_queue::wait(*state_);
+  }
+  bool ready() const { return !state_ || state_->done.load(std::memory_order_acquire); }
+
+ private:
+  std::shared_ptr<detail::dist::request_state> state_;
+};
+
+}  // namespace meld

@@ -1,0 +1,197 @@
+// Faults on thread_comm: mismatched collectives (debug mode), a rank that stalls, a rank that
+// throws. The others must throw meld::comm_error naming the culprit within about twice the
+// timeout, never hang.
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <meld/dist/thread_comm.hpp>
+
+#include "catch.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using clk = std::chrono::steady_clock;
+
+meld::comm_options opts(std::chrono::milliseconds timeout, bool debug) {
+  meld::comm_options o;
+  o.timeout = timeout;
+  o.debug = debug;
+  o.slice_bytes = 512;
+  return o;
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Runs f on k threads without thread_group::run's abort-on-throw, recording what each threw.
+struct outcome {
+  std::string what;
+  meld::comm_error::reason why{};
+  bool threw = false;
+  double seconds = 0;
+};
+
+template <class F>
+std::vector<outcome> run_raw(meld::thread_group& g, F f) {
+  std::vector<outcome> out(static_cast<std::size_t>(g.size()));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < g.size(); ++r)
+    threads.emplace_back([&, r] {
+      auto& o = out[static_cast<std::size_t>(r)];
+      const auto t0 = clk::now();
+      try {
+        f(g.comm(r));
+      } catch (const meld::comm_error& e) {
+        o.threw = true;
+        o.what = e.what();
+        o.why = e.why();
+      }
+      o.seconds = std::chrono::duration<double>(clk::now() - t0).count();
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("debug mode: mismatched collectives throw on every rank, naming what each called",
+          "[dist]") {
+  SECTION("different counts") {
+    meld::thread_group g(3, opts(5s, true));
+    auto out = run_raw(g, [](meld::thread_comm& c) {
+      std::vector<float> buf(c.rank() == 1 ? 12 : 10);
+      c.allreduce(buf);
+    });
+    for (const auto& o : out) {
+      REQUIRE(o.threw);
+      REQUIRE(o.why == meld::comm_error::reason::mismatch);
+      INFO(o.what);
+      REQUIRE(contains(o.what, "rank 0 called allreduce #1 (sum, float32 x 10)"));
+      REQUIRE(contains(o.what, "rank 1 called allreduce #1 (sum, float32 x 12)"));
+      REQUIRE(o.seconds < 2.5);
+    }
+  }
+  SECTION("different operations, element types and roots") {
+    meld::thread_group g(4, opts(5s, true));
+    auto out = run_raw(g, [](meld::thread_comm& c) {
+      std::vector<float> f(8);
+      std::vector<double> d(8);
+      c.barrier();  // #1 matches
+      if (c.rank() == 0) c.broadcast(f, 0);
+      if (c.rank() == 1) c.broadcast(f, 1);
+      if (c.rank() == 2) c.allreduce(d, meld::reduce_op::max);
+      if (c.rank() == 3) c.allreduce(f, meld::reduce_op::max);
+    });
+    for (const auto& o : out) {
+      REQUIRE(o.threw);
+      INFO(o.what);
+      REQUIRE(contains(o.what, "different collectives at #2"));
+      REQUIRE(contains(o.what, "rank 0 called broadcast #2 (float32 x 8, root 0)"));
+      REQUIRE(contains(o.what, "rank 1 called broadcast #2 (float32 x 8, root 1)"));
+      REQUIRE(contains(o.what, "rank 2 called allreduce #2 (max, float64 x 8)"));
+      REQUIRE(contains(o.what, "rank 3 called allreduce #2 (max, float32 x 8)"));
+    }
+    // The group is failed: new collectives are refused at once.
+    std::vector<float> f(1);
+    REQUIRE_THROWS_AS(g.comm(0).allreduce(f), meld::comm_error);
+  }
+}
+
+TEST_CASE("a rank that never arrives: the others throw within twice the timeout, naming it",
+          "[dist]") {
+  for (bool debug : {false, true}) {
+    const auto timeout = 600ms;
+    meld::thread_group g(4, opts(timeout, debug));
+    auto out = run_raw(g, [&](meld::thread_comm& c) {
+      std::vector<float> buf(1000, 1.f);
+      c.allreduce(buf);  // #1 completes
+      if (c.rank() == 2) {
+        std::this_thread::sleep_for(3 * timeout);  // stalls: arrives long after the timeout
+        std::vector<float> late(1000);
+        c.allreduce(late);  // must throw at once: the group has failed
+        return;
+      }
+      c.allreduce(buf);  // #2: rank 2 is missing
+    });
+    INFO("debug " << debug);
+    for (int r : {0, 1, 3}) {
+      const auto& o = out[static_cast<std::size_t>(r)];
+      INFO("rank " << r << ": " << o.what);
+      REQUIRE(o.threw);
+      REQUIRE(o.seconds < 2 * 0.6 + 0.3);
+      REQUIRE(contains(o.what, "allreduce #2 (sum, float32 x 1000)"));
+      REQUIRE(contains(o.what, "rank 2 never arrived"));
+      REQUIRE(contains(o.what, "rank 2: allreduce #1"));
+    }
+    // The straggler arrives after 3 timeouts and fails immediately instead of waiting.
+    REQUIRE(out[2].threw);
+    REQUIRE(out[2].seconds < 3 * 0.6 + 0.5);
+    REQUIRE(contains(out[2].what, "rank 2 never arrived"));
+  }
+}
+
+TEST_CASE("a rank stalls in the middle of an asynchronous collective's group", "[dist]") {
+  // Ranks 0 and 1 issue an asynchronous allreduce; rank 1 then waits on it, rank 0's peer is
+  // absent: the request's wait() throws.
+  meld::thread_group g(3, opts(400ms, false));
+  auto out = run_raw(g, [](meld::thread_comm& c) {
+    if (c.rank() == 0) return;  // rank 0 never takes part
+    std::vector<double> buf(50000, 1.0);
+    auto req = c.allreduce_async(buf);
+    req.wait();
+  });
+  REQUIRE_FALSE(out[0].threw);
+  for (int r : {1, 2}) {
+    INFO(out[static_cast<std::size_t>(r)].what);
+    REQUIRE(out[static_cast<std::size_t>(r)].threw);
+    REQUIRE(contains(out[static_cast<std::size_t>(r)].what, "rank 0 never arrived"));
+    REQUIRE(out[static_cast<std::size_t>(r)].seconds < 1.0);
+  }
+}
+
+TEST_CASE("a rank that throws: thread_group::run aborts the others at once and rethrows it",
+          "[dist]") {
+  meld::thread_group g(5, opts(30s, true));
+  const auto t0 = clk::now();
+  std::vector<std::string> seen(5);
+  try {
+    g.run([&](meld::thread_comm& c) {
+      std::vector<float> buf(100, 1.f);
+      try {
+        // After an abort every collective in flight may fail (even #1, if this rank is still
+        // waiting in it for a live neighbour): fail fast, like NCCL's abort.
+        c.allreduce(buf);
+        if (c.rank() == 3) throw std::runtime_error("out of data");
+        c.allreduce(buf);
+      } catch (const meld::comm_error& e) {
+        seen[static_cast<std::size_t>(c.rank())] = e.what();
+        REQUIRE(e.why() == meld::comm_error::reason::aborted);
+        throw;
+      }
+    });
+    FAIL("run did not throw");
+  } catch (const std::runtime_error& e) {
+    REQUIRE(std::string(e.what()) == "out of data");  // the cause, not a consequence
+  }
+  // Far below the 30 s timeout: the others learned of the failure from the abort.
+  REQUIRE(std::chrono::duration<double>(clk::now() - t0).count() < 5);
+  for (int r : {0, 1, 2, 4}) {
+    INFO(seen[static_cast<std::size_t>(r)]);
+    REQUIRE(contains(seen[static_cast<std::size_t>(r)],
+                     "rank 3 aborted the group: it threw: out of data"));
+  }
+  REQUIRE(g.aborted());
+}
+
+TEST_CASE("timeouts come from comm_options or MELD_COMM_TIMEOUT", "[dist]") {
+  meld::thread_group g(2, opts(1500ms, false));
+  REQUIRE(g.timeout() == 1500ms);
+  meld::comm_options bad;
+  bad.timeout = std::chrono::milliseconds(-1);
+  REQUIRE_THROWS_AS(meld::thread_group(2, bad), std::invalid_argument);
+}

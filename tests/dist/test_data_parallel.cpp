@@ -1,0 +1,343 @@
+// data_parallel on thread_comm: the k-worker gradient equals the single-worker full-batch
+// gradient (uneven shards, any bucket cap), replicas stay bit-identical, runs repeat bit for bit,
+// accumulation, uneven epochs (join), construction checks and broadcasts, failures.
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <meld/dist/data_parallel.hpp>
+#include <meld/dist/thread_comm.hpp>
+
+#include "catch.hpp"
+#include "toy_models.hpp"
+
+namespace {
+
+using meld::index_t;
+using model_t = toy::mlp<float>;
+using tensor_t = meld::tensor<float>;
+
+const std::vector<index_t> widths{6, 16, 8, 3};
+
+tensor_t inputs(index_t n, std::uint64_t seed) {
+  return meld::uniform<float>({n, 6}, -1.f, 1.f, seed);
+}
+tensor_t targets(index_t n, std::uint64_t seed) {
+  return meld::uniform<float>({n, 3}, -1.f, 1.f, seed);
+}
+
+meld::comm_options comm_opts() {
+  meld::comm_options o;
+  o.debug = true;
+  o.timeout = std::chrono::seconds(20);
+  o.slice_bytes = 128;
+  return o;
+}
+
+// The single-worker full-batch gradient.
+template <class M, class X, class Y, class L>
+std::vector<meld::tensor<typename M::value_type>> reference_gradient(M& m, const X& x, const Y& y,
+                                                                     const L& loss) {
+  m.zero_grad();
+  auto out = m.forward(x);
+  meld::tensor<typename M::value_type> g;
+  loss(out, y, g);
+  m.backward(g);
+  return toy::gradients(m);
+}
+
+template <class T>
+void require_close(const std::vector<meld::tensor<T>>& got,
+                   const std::vector<meld::tensor<T>>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    REQUIRE(got[i].shape() == want[i].shape());
+    double scale = 0;
+    for (index_t e = 0; e < want[i].size(); ++e)
+      scale = std::max(scale, std::abs(static_cast<double>(want[i].data()[e])));
+    for (index_t e = 0; e < want[i].size(); ++e) {
+      INFO("parameter " << i << " element " << e);
+      REQUIRE(static_cast<double>(got[i].data()[e]) ==
+              Approx(static_cast<double>(want[i].data()[e])).margin(tol * (scale + 1e-3)));
+    }
+  }
+}
+
+template <class T>
+bool identical(const std::vector<meld::tensor<T>>& a, const std::vector<meld::tensor<T>>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!(a[i].shape() == b[i].shape()) ||
+        (a[i].size() > 0 &&
+         std::memcmp(a[i].data(), b[i].data(), static_cast<std::size_t>(a[i].size()) * sizeof(T))))
+      return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("data_parallel gradient equals the full-batch gradient for uneven shards", "[dist]") {
+  for (std::size_t cap : {std::size_t(25) << 20, std::size_t(200)}) {
+    for (int k : {1, 2, 3, 5, 8}) {
+      for (index_t n : {index_t(37), index_t(3)}) {  // 3 < k: some shards are empty
+        INFO("workers " << k << " batch " << n << " cap " << cap);
+        model_t ref(widths, 1), model(widths, 1);
+        const tensor_t x = inputs(n, 2), y = targets(n, 3);
+        const auto want = reference_gradient(ref, x, y, toy::mse{});
+        meld::thread_group group(k, comm_opts());
+        meld::data_parallel dp(model, group, {.bucket_bytes = cap});
+        REQUIRE(dp.world_size() == k);
+        const double loss = dp.step(x, y, toy::mse{});
+        REQUIRE(loss ==
+                Approx(toy::mse{}(ref.forward(x), y, *std::make_unique<tensor_t>())).epsilon(1e-5));
+        require_close(toy::gradients(model), want, 1e-5);
+        for (int r = 1; r < k; ++r) {
+          REQUIRE(identical(toy::gradients(dp.replica(r)), toy::gradients(model)));
+          REQUIRE(identical(toy::parameters(dp.replica(r)), toy::parameters(model)));
+        }
+        // With hooks every bucket starts inside backward.
+        if (n >= k) REQUIRE(dp.last_timing().buckets_during_backward == dp.last_timing().buckets);
+      }
+    }
+  }
+}
+
+TEST_CASE("data_parallel: double precision, relu, a model without hooks", "[dist]") {
+  using dmodel = toy::mlp<double, false>;
+  const index_t n = 29;
+  dmodel ref({5, 7, 4}, 9, toy::activation::relu), model({5, 7, 4}, 9, toy::activation::relu);
+  const auto x = meld::uniform<double>({n, 5}, -1, 1, 4);
+  const auto y = meld::uniform<double>({n, 4}, -1, 1, 5);
+  const auto want = reference_gradient(ref, x, y, toy::mse{});
+  meld::thread_group group(4, comm_opts());
+  meld::data_parallel dp(model, group, {.bucket_bytes = 64});
+  REQUIRE(dp.buckets().size() == 4);  // every parameter alone: no two fit in 64 bytes
+  dp.step(x, y, toy::mse{});
+  require_close(toy::gradients(model), want, 1e-12);
+  REQUIRE(dp.last_timing().buckets_during_backward == 0);  // no hooks: launched after backward
+}
+
+TEST_CASE("data_parallel: cross-entropy against class indices", "[dist]") {
+  const index_t n = 45;
+  model_t ref({6, 10, 5}, 9, toy::activation::relu), model({6, 10, 5}, 9, toy::activation::relu);
+  const tensor_t x = inputs(n, 7);
+  const auto y = meld::rng(5).integers<std::int64_t>({n}, 0, 5);
+  const auto want = reference_gradient(ref, x, y, toy::cross_entropy{});
+  meld::thread_group group(4, comm_opts());
+  meld::data_parallel dp(model, group);
+  dp.step(x, y, toy::cross_entropy{});
+  require_close(toy::gradients(model), want, 1e-5);
+}
+
+TEST_CASE("bucket layout: reverse order, the cap, oversized parameters alone", "[dist]") {
+  const std::vector<index_t> sizes{100, 10, 50, 5, 400, 1};
+  auto b = meld::make_buckets(sizes, 4, 256);  // 64 floats per bucket
+  REQUIRE(b.size() == 5);
+  REQUIRE(b[0].params == std::vector<int>{5});     // 1 (+400 would exceed)
+  REQUIRE(b[1].params == std::vector<int>{4});     // 400 floats: alone
+  REQUIRE(b[2].params == std::vector<int>{3, 2});  // 5 + 50
+  REQUIRE(b[3].params == std::vector<int>{1});     // 10 (+100 would exceed)
+  REQUIRE(b[4].params == std::vector<int>{0});
+  REQUIRE(b[2].offsets == std::vector<index_t>{0, 5});
+  REQUIRE(b[2].size == 55);
+  auto one = meld::make_buckets(sizes, 4, std::size_t(25) << 20);
+  REQUIRE(one.size() == 1);
+  REQUIRE(one[0].params == std::vector<int>{5, 4, 3, 2, 1, 0});
+  REQUIRE(one[0].size == 566);
+  REQUIRE(meld::make_buckets({}, 4, 100).empty());
+}
+
+TEST_CASE("training with data_parallel: replicas identical, runs repeat bit for bit", "[dist]") {
+  auto train = [](int k, int steps) {
+    model_t model(widths, 11);
+    meld::thread_group group(k, comm_opts());
+    meld::data_parallel dp(model, group, {.bucket_bytes = 300});
+    for (int s = 0; s < steps; ++s) {
+      dp.step(inputs(41, 100 + static_cast<std::uint64_t>(s)),
+              targets(41, 200 + static_cast<std::uint64_t>(s)), toy::mse{});
+      for (int r = 1; r < k; ++r)
+        REQUIRE(identical(toy::gradients(dp.replica(r)), toy::gradients(model)));
+      toy::sgd(model, 0.1f);
+    }
+    dp.step(inputs(8, 1), targets(8, 1), toy::mse{});  // the replicas take the last update
+    for (int r = 1; r < k; ++r)
+      REQUIRE(identical(toy::parameters(dp.replica(r)), toy::parameters(model)));
+    return toy::parameters(model);
+  };
+  // The serial reference: the same training on one model with full batches.
+  model_t ref(widths, 11);
+  for (int s = 0; s < 6; ++s) {
+    reference_gradient(ref, inputs(41, 100 + static_cast<std::uint64_t>(s)),
+                       targets(41, 200 + static_cast<std::uint64_t>(s)), toy::mse{});
+    toy::sgd(ref, 0.1f);
+  }
+  const auto three = train(3, 6);
+  require_close(three, toy::parameters(ref), 1e-5);
+  REQUIRE(identical(three, train(3, 6)));  // same k: the same bits
+}
+
+TEST_CASE("no_sync accumulates a window whose gradient is the mean over all its samples",
+          "[dist]") {
+  model_t ref(widths, 21), model(widths, 21);
+  const tensor_t xa = inputs(10, 1), ya = targets(10, 2), xb = inputs(7, 3), yb = targets(7, 4),
+                 xc = inputs(5, 5), yc = targets(5, 6);
+  tensor_t x_all({22, 6}), y_all({22, 3});
+  x_all.slice(meld::range(0, 10)) = xa;
+  x_all.slice(meld::range(10, 17)) = xb;
+  x_all.slice(meld::range(17, 22)) = xc;
+  y_all.slice(meld::range(0, 10)) = ya;
+  y_all.slice(meld::range(10, 17)) = yb;
+  y_all.slice(meld::range(17, 22)) = yc;
+  const auto want = reference_gradient(ref, x_all, y_all, toy::mse{});
+  meld::thread_group group(3, comm_opts());
+  meld::data_parallel dp(model, group, {.bucket_bytes = 256});
+  model.visit_parameters([](std::string_view, tensor_t&, tensor_t& g) { g = 7.f; });  // stale
+  {
+    auto guard = dp.no_sync();
+    dp.step(xa, ya, toy::mse{});
+    dp.step(xb, yb, toy::mse{});
+  }
+  dp.step(xc, yc, toy::mse{});
+  require_close(toy::gradients(model), want, 1e-5);
+  for (int r = 1; r < 3; ++r)
+    REQUIRE(identical(toy::gradients(dp.replica(r)), toy::gradients(model)));
+}
+
+TEST_CASE("process mode: uneven epochs finish with join, replicas stay identical", "[dist]") {
+  // Each thread plays one process with its own model and data_parallel over a thread_comm rank.
+  // Rank r has r + 1 batches of 6 + r samples.
+  const int k = 3;
+  auto batch_x = [](int r, int s) {
+    return inputs(6 + r, 1000 + static_cast<std::uint64_t>(10 * r + s));
+  };
+  auto batch_y = [](int r, int s) {
+    return targets(6 + r, 2000 + static_cast<std::uint64_t>(10 * r + s));
+  };
+  std::vector<std::vector<tensor_t>> finals(k);
+  meld::thread_group group(k, comm_opts());
+  group.run([&](meld::thread_comm& comm) {
+    const int r = comm.rank();
+    model_t model(widths, 5 + static_cast<std::uint64_t>(r));  // different seeds: rank 0's wins
+    meld::data_parallel dp(model, comm, {.bucket_bytes = 300});
+    for (int s = 0; s <= r; ++s) {
+      dp.step_local(batch_x(r, s), batch_y(r, s), toy::mse{});
+      toy::sgd(model, 0.05f);
+    }
+    dp.join([&] { toy::sgd(model, 0.05f); });
+    finals[static_cast<std::size_t>(r)] = toy::parameters(model);
+  });
+  REQUIRE(identical(finals[0], finals[1]));
+  REQUIRE(identical(finals[0], finals[2]));
+  // Reference: step s averages over the samples of the ranks that still had a batch.
+  model_t ref(widths, 5);
+  for (int s = 0; s < k; ++s) {
+    index_t rows = 0;
+    for (int r = s; r < k; ++r) rows += 6 + r;
+    tensor_t x({rows, 6}), y({rows, 3});
+    index_t at = 0;
+    for (int r = s; r < k; ++r) {
+      x.slice(meld::range(at, at + 6 + r)) = batch_x(r, s);
+      y.slice(meld::range(at, at + 6 + r)) = batch_y(r, s);
+      at += 6 + r;
+    }
+    reference_gradient(ref, x, y, toy::mse{});
+    toy::sgd(ref, 0.05f);
+  }
+  require_close(finals[0], toy::parameters(ref), 1e-5);
+}
+
+TEST_CASE("process mode: construction broadcasts rank 0's parameters and buffers", "[dist]") {
+  meld::thread_group group(3, comm_opts());
+  std::vector<std::vector<tensor_t>> params(3), buffers(3);
+  group.run([&](meld::thread_comm& comm) {
+    const auto r = static_cast<std::size_t>(comm.rank());
+    model_t model(widths, 100 + r);
+    model.forward(inputs(4, r));  // a different buffer on every rank
+    meld::data_parallel dp(model, comm);
+    params[r] = toy::parameters(model);
+    model.visit_buffers([&](std::string_view, tensor_t& b) { buffers[r].emplace_back(b); });
+  });
+  model_t zero(widths, 100);
+  REQUIRE(identical(params[0], toy::parameters(zero)));
+  for (std::size_t r = 1; r < 3; ++r) {
+    REQUIRE(identical(params[r], params[0]));
+    REQUIRE(identical(buffers[r], buffers[0]));
+  }
+}
+
+TEST_CASE("threads mode: batch-norm-like buffers are per worker unless broadcast", "[dist]") {
+  for (bool broadcast : {false, true}) {
+    model_t model(widths, 3);
+    meld::thread_group group(2, comm_opts());
+    meld::data_parallel dp(model, group, {.broadcast_buffers = broadcast});
+    const tensor_t x1 = inputs(8, 1), x2 = inputs(8, 2), y = targets(8, 3);
+    dp.step(x1, y, toy::mse{});
+    tensor_t b0, b1;
+    dp.replica(0).visit_buffers([&](std::string_view, tensor_t& b) { b0 = b; });
+    dp.replica(1).visit_buffers([&](std::string_view, tensor_t& b) { b1 = b; });
+    // Each worker saw its own half of the batch.
+    const tensor_t want0 = 0.1f * meld::mean(x1.slice(meld::range(0, 4)), 0);
+    const tensor_t want1 = 0.1f * meld::mean(x1.slice(meld::range(4, 8)), 0);
+    for (index_t i = 0; i < 6; ++i) {
+      REQUIRE(b0(i) == Approx(want0(i)));
+      REQUIRE(b1(i) == Approx(want1(i)));
+    }
+    dp.step(x2, y, toy::mse{});
+    dp.replica(1).visit_buffers([&](std::string_view, tensor_t& b) { b1 = b; });
+    const tensor_t start = broadcast ? tensor_t(want0) : tensor_t(want1);
+    const tensor_t want = 0.9f * start + 0.1f * meld::mean(x2.slice(meld::range(4, 8)), 0);
+    for (index_t i = 0; i < 6; ++i) REQUIRE(b1(i) == Approx(want(i)));
+  }
+}
+
+TEST_CASE("data_parallel refuses ranks whose models differ, naming the difference", "[dist]") {
+  meld::thread_group group(3, comm_opts());
+  std::vector<std::string> errors(3);
+  group.run([&](meld::thread_comm& comm) {
+    const auto r = static_cast<std::size_t>(comm.rank());
+    model_t model(r == 1 ? std::vector<index_t>{6, 12, 8, 3} : widths, 1);
+    try {
+      meld::data_parallel dp(model, comm);
+    } catch (const meld::shape_error& e) {
+      errors[r] = e.what();
+    }
+  });
+  INFO(errors[1]);
+  for (const auto& e : errors)
+    REQUIRE(e.find("ranks hold different models (rank 1 differs") != std::string::npos);
+  REQUIRE(errors[1].find("rank 0 has parameter '0.weight' float32 {16, 6}, rank 1 has parameter "
+                         "'0.weight' float32 {12, 6}") != std::string::npos);
+  // A different bucket cap would give a different collective schedule: refused as well.
+  REQUIRE(group.aborted());  // a failed construction fails the group
+  meld::thread_group fresh(3, comm_opts());
+  fresh.run([&](meld::thread_comm& comm) {
+    model_t model(widths, 1);
+    REQUIRE_THROWS_AS(
+        meld::data_parallel(model, comm, {.bucket_bytes = comm.rank() == 2 ? 100u : 200u}),
+        meld::shape_error);
+  });
+}
+
+TEST_CASE("a worker that throws fails the step with its exception; no worker hangs", "[dist]") {
+  struct picky_loss {
+    double operator()(const tensor_t& y, const tensor_t& t, tensor_t& g) const {
+      if (y.shape()[0] == 5) throw std::runtime_error("bad shard");
+      return toy::mse{}(y, t, g);
+    }
+  };
+  model_t model(widths, 1);
+  meld::thread_group group(3, comm_opts());
+  meld::data_parallel dp(model, group);
+  // 16 rows over 3 workers: shards of 6, 5, 5.
+  REQUIRE_THROWS_WITH(dp.step(inputs(16, 1), targets(16, 2), picky_loss{}), "bad shard");
+  REQUIRE_THROWS_AS(dp.step(inputs(16, 1), targets(16, 2), toy::mse{}), std::logic_error);
+}
+
+TEST_CASE("data_parallel rejects inputs and targets without a shared batch axis", "[dist]") {
+  model_t model(widths, 1);
+  meld::thread_group group(2, comm_opts());
+  meld::data_parallel dp(model, group);
+  REQUIRE_THROWS_AS(dp.step(inputs(4, 1), targets(5, 2), toy::mse{}), meld::shape_error);
+  REQUIRE_THROWS_AS(dp.step_local(inputs(4, 1), targets(4, 2), toy::mse{}), std::logic_error);
+}
