@@ -1,15 +1,21 @@
-// Trains an MLP or LeNet on Fashion-MNIST with meld (one worker), reporting progress, per-epoch
-// summaries, an optional CSV log, and, as its last line,
+// Trains an MLP or LeNet on Fashion-MNIST with meld on one or many workers, reporting progress,
+// per-epoch summaries, an optional CSV log, and, as its last line,
 //   test_accuracy=<0.xxxx> samples_per_sec=<number>
 //
 //   train_fashion_mnist [--model mlp|lenet] [--epochs N] [--batch N] [--lr X] [--seed N]
 //                       [--threads N] [--optimizer sgd|adam] [--log FILE] [--data DIR]
-//                       [--limit N]
+//                       [--limit N] [--workers K]
+//   mpirun -np K train_fashion_mnist --backend mpi [...]
 //
-// The same seed and thread count give the same numbers on every run (initialization, shuffling
-// and every reduction are deterministic). examples/plot_training.py turns the CSV into a PNG.
+// Every step goes through meld::data_parallel: K worker threads in this process (thread_comm;
+// K = 1 is plain single-worker training), or one worker per MPI process. The global batch is split
+// K ways and the gradients averaged, so the update is that of the whole batch; samples/s counts
+// all workers together. The same seed and worker and thread counts give the same numbers on every
+// run (initialization, shuffling, shards and every reduction are deterministic).
+// examples/plot_training.py turns the CSV into a PNG.
 #include <unistd.h>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -22,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include <meld/dist.hpp>
 #include <meld/meld.hpp>
 #include <meld/nn/nn.hpp>
 
@@ -44,6 +51,8 @@ struct options {
   std::string log;
   std::string data = fashion_mnist::default_directory;
   index_t limit = 0;
+  int workers = 1;
+  std::string backend = "threads";
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -53,18 +62,23 @@ struct options {
       "usage: train_fashion_mnist [--model mlp|lenet] [--epochs N] [--batch N] [--lr X]\n"
       "                           [--seed N] [--threads N] [--optimizer sgd|adam]\n"
       "                           [--log FILE.csv] [--data DIR] [--limit N]\n"
+      "                           [--workers K] [--backend threads|mpi]\n"
       "  --model      mlp (784-256-128-10, ReLU) or lenet (d2l's LeNet: two conv +\n"
       "               average-pooling layers, dense 128, 10); default mlp\n"
       "  --epochs     passes over the training set (default 10)\n"
       "  --batch      minibatch size (default 256)\n"
       "  --lr         learning rate (default: sgd 0.1 for mlp, 0.05 for lenet; adam 0.001)\n"
       "  --seed       seed of initialization and shuffling (default 0)\n"
-      "  --threads    threads meld uses (default: MELD_NUM_THREADS or every core)\n"
+      "  --threads    threads meld uses per worker (default: MELD_NUM_THREADS, else the\n"
+      "               cores divided among the workers)\n"
       "  --optimizer  sgd (momentum 0.9, cosine learning-rate decay) or adam\n"
       "  --log        write a CSV line per epoch (epoch, train loss, train and test\n"
       "               accuracy, samples/s, seconds)\n"
       "  --data       directory of the four gzip IDX files (default %s)\n"
-      "  --limit      train on the first N samples only (quick checks)\n",
+      "  --limit      train on the first N samples only (quick checks)\n"
+      "  --workers    data-parallel worker threads (default 1)\n"
+      "  --backend    threads (--workers K in this process) or mpi (one worker per\n"
+      "               process: mpirun -np K train_fashion_mnist --backend mpi)\n",
       fashion_mnist::default_directory);
   std::exit(2);
 }
@@ -116,10 +130,23 @@ options parse(int argc, char** argv) {
       o.data = v;
     } else if (flag == "--limit") {
       o.limit = parse_int<index_t>(flag, v, 1, index_t(1) << 40);
+    } else if (flag == "--workers") {
+      o.workers = parse_int<int>(flag, v, 1, 64);
+    } else if (flag == "--backend") {
+      if (v != "threads" && v != "mpi") {
+        if (v == "nccl")
+          usage(
+              "--backend nccl: this example's layers run on the CPU backend; meld::nccl_comm "
+              "needs a model whose tensors live on a CUDA device");
+        usage("--backend must be threads or mpi, not '" + v + "'");
+      }
+      o.backend = v;
     } else {
       usage("unknown option '" + flag + "'");
     }
   }
+  if (o.backend == "mpi" && o.workers != 1)
+    usage("--workers is for --backend threads; under mpi the worker count is mpirun's -np");
   return o;
 }
 
@@ -198,21 +225,33 @@ double accuracy(Model& model, const fashion_mnist::dataset& d) {
   return static_cast<double>(correct) / static_cast<double>(d.size());
 }
 
-template <class Model, class Optimizer>
-int train(Model& model, Optimizer& opt, double base_lr, bool cosine, const options& o,
-          const fashion_mnist::dataset& train_set, const fashion_mnist::dataset& test_set) {
+// The training loop, the same for every backend. dp is a meld::data_parallel over `model` (this
+// process's replica); sum_over_processes adds a number over the processes (identity with
+// threads); only the leader prints and logs.
+template <class DP, class Model, class Optimizer, class SumOverProcesses>
+int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, const options& o,
+          const fashion_mnist::dataset& train_set, const fashion_mnist::dataset& test_set,
+          SumOverProcesses&& sum_over_processes, bool leader) {
   std::FILE* log = nullptr;
-  if (!o.log.empty()) {
+  if (leader && !o.log.empty()) {
     log = std::fopen(o.log.c_str(), "w");
     if (!log) throw std::runtime_error("cannot write " + o.log + ": " + std::strerror(errno));
     std::fprintf(log, "epoch,train_loss,train_acc,test_acc,samples_per_sec,seconds\n");
   }
-  const bool tty = isatty(fileno(stderr));
+  const bool tty = leader && isatty(fileno(stderr));
   const index_t n = train_set.size();
   const index_t batches = (n + o.batch - 1) / o.batch;
   const index_t total_batches = batches * o.epochs;
-  tensor<float> images({0}), grad;
+  tensor<float> images({0});
   tensor<std::int64_t> labels({0});
+  // The loss each worker runs on its shard: softmax cross-entropy, counting correct predictions
+  // on the way (workers are threads: an atomic count).
+  std::atomic<std::int64_t> correct{0};
+  const auto loss = [&correct](const tensor<float>& logits, const tensor<std::int64_t>& targets,
+                               tensor<float>& grad) {
+    correct += nn::correct_predictions(logits, targets);
+    return nn::cross_entropy(logits, targets, grad);
+  };
   double train_seconds = 0, test_acc = 0;
   index_t trained = 0;
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
@@ -220,7 +259,7 @@ int train(Model& model, Optimizer& opt, double base_lr, bool cosine, const optio
     const std::vector<index_t> order =
         shuffled(n, o.seed * 1000003 + static_cast<std::uint64_t>(epoch));
     double loss_sum = 0, epoch_train = 0, last_report = 0;
-    std::int64_t correct = 0;
+    correct = 0;
     for (index_t b = 0; b < batches; ++b) {
       if (cosine) {  // cosine decay over the whole run, per step
         const double progress = static_cast<double>((epoch - 1) * batches + b) / total_batches;
@@ -229,17 +268,15 @@ int train(Model& model, Optimizer& opt, double base_lr, bool cosine, const optio
       const auto step_start = std::chrono::steady_clock::now();
       const index_t first = b * o.batch, count = std::min(o.batch, n - first);
       gather(train_set, order, first, count, images, labels);
-      const tensor<float> logits = model.forward(images);
-      loss_sum += nn::cross_entropy(logits, labels, grad) * static_cast<double>(count);
-      correct += nn::correct_predictions(logits, labels);
-      model.backward(grad);
+      // Shards, forward and backward on every worker, gradients averaged over the whole batch.
+      loss_sum += dp.step(images, labels, loss) * static_cast<double>(count);
       opt.step();
-      opt.zero_grad();
       epoch_train += seconds_since(step_start);
       const index_t done = first + count;
       // Progress: in place on a terminal, four lines per epoch otherwise.
-      const bool report = tty ? (epoch_train - last_report > 0.25 || b + 1 == batches)
-                              : (4 * (b + 1) / batches != 4 * b / batches && b + 1 != batches);
+      const bool report =
+          leader && (tty ? (epoch_train - last_report > 0.25 || b + 1 == batches)
+                         : (4 * (b + 1) / batches != 4 * b / batches && b + 1 != batches));
       if (report) {
         last_report = epoch_train;
         const double rate = static_cast<double>(done) / epoch_train;
@@ -257,8 +294,10 @@ int train(Model& model, Optimizer& opt, double base_lr, bool cosine, const optio
     trained += n;
     test_acc = accuracy(model, test_set);
     const double train_loss = loss_sum / static_cast<double>(n);
-    const double train_acc = static_cast<double>(correct) / static_cast<double>(n);
+    const double train_acc =
+        sum_over_processes(static_cast<double>(correct.load())) / static_cast<double>(n);
     const double rate = static_cast<double>(n) / epoch_train, took = seconds_since(epoch_start);
+    if (!leader) continue;
     std::printf(
         "epoch %d/%d  train_loss %.4f  train_acc %.4f  test_acc %.4f  samples/s %.1f  "
         "time %.1fs\n",
@@ -272,9 +311,24 @@ int train(Model& model, Optimizer& opt, double base_lr, bool cosine, const optio
   }
   if (log) std::fclose(log);
   std::fflush(stderr);
-  std::printf("test_accuracy=%.4f samples_per_sec=%.1f\n", test_acc,
+  if (leader)
+    std::printf("test_accuracy=%.4f samples_per_sec=%.1f\n", test_acc,
               static_cast<double>(trained) / train_seconds);
   return 0;
+}
+
+// The optimizer updates `model` (this process's replica) from the averaged gradients.
+template <class DP, class Model, class Sum>
+int with_optimizer(DP& dp, Model& model, const options& o, const fashion_mnist::dataset& train_set,
+                   const fashion_mnist::dataset& test_set, Sum&& sum, bool leader) {
+  if (o.optimizer == "adam") {
+    const double lr = o.lr.value_or(1e-3);
+    meld::optim::adam opt(model, {.lr = lr});
+    return train(dp, model, opt, lr, false, o, train_set, test_set, sum, leader);
+  }
+  const double lr = o.lr.value_or(o.model == "mlp" ? 0.1 : 0.05);
+  meld::optim::sgd opt(model, {.lr = lr, .momentum = 0.9, .nesterov = true});
+  return train(dp, model, opt, lr, true, o, train_set, test_set, sum, leader);
 }
 
 template <class Model>
@@ -282,14 +336,22 @@ int run(Model model, const options& o, const fashion_mnist::dataset& train_set,
         const fashion_mnist::dataset& test_set) {
   nn::initialize(model, nn::kaiming_uniform{}, o.seed);
   model.requires_input_grad(false);  // the data needs no gradient
-  if (o.optimizer == "adam") {
-    const double lr = o.lr.value_or(1e-3);
-    meld::optim::adam opt(model, {.lr = lr});
-    return train(model, opt, lr, false, o, train_set, test_set);
+  if (o.backend == "mpi") {
+#if defined(MELD_WITH_MPI)
+    meld::mpi_comm comm;               // MPI_COMM_WORLD: one worker per process
+    meld::data_parallel dp(model, comm);  // checks the shapes, broadcasts rank 0's parameters
+    const auto sum = [&comm](double x) {
+      comm.allreduce(std::span<double>(&x, 1));
+      return x;
+    };
+    return with_optimizer(dp, model, o, train_set, test_set, sum, comm.rank() == 0);
+#else
+    throw std::runtime_error("--backend mpi: this build has no MPI (configure with -DMELD_ENABLE_MPI=ON)");
+#endif
   }
-  const double lr = o.lr.value_or(o.model == "mlp" ? 0.1 : 0.05);
-  meld::optim::sgd opt(model, {.lr = lr, .momentum = 0.9, .nesterov = true});
-  return train(model, opt, lr, true, o, train_set, test_set);
+  meld::thread_group group(o.workers);  // K ranks of a thread_comm, one thread each
+  meld::data_parallel dp(model, group);  // rank 0 trains `model`; 1..K-1 hold replicas
+  return with_optimizer(dp, model, o, train_set, test_set, [](double x) { return x; }, true);
 }
 
 }  // namespace
@@ -297,7 +359,24 @@ int run(Model model, const options& o, const fashion_mnist::dataset& train_set,
 int main(int argc, char** argv) {
   const options o = parse(argc, argv);
   try {
-    if (o.threads > 0) meld::set_num_threads(o.threads);
+#if defined(MELD_WITH_MPI)
+    std::optional<meld::mpi_session> mpi;
+    if (o.backend == "mpi") mpi.emplace(argc, argv);
+    int processes = 1, rank = 0;
+    if (mpi) {
+      MPI_Comm_size(MPI_COMM_WORLD, &processes);
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    }
+#else
+    const int processes = 1, rank = 0;
+#endif
+    // Each worker is one CPU "device": the cores are divided among the workers (this assumes the
+    // processes of an MPI run share one machine; set --threads or MELD_NUM_THREADS otherwise).
+    const int workers = o.workers * processes;
+    if (o.threads > 0)
+      meld::set_num_threads(o.threads);
+    else if (workers > 1 && !std::getenv("MELD_NUM_THREADS"))
+      meld::set_num_threads(std::max(1, meld::num_threads() / workers));
     const auto t0 = std::chrono::steady_clock::now();
     fashion_mnist::dataset train_set =
         fashion_mnist::load(o.data, fashion_mnist::split::train, o.limit);
@@ -307,13 +386,15 @@ int main(int argc, char** argv) {
     const float stddev = std::sqrt(meld::mean(meld::square(train_set.images - mean)));
     train_set.images = (train_set.images - mean) * (1.f / stddev);
     test_set.images = (test_set.images - mean) * (1.f / stddev);
-    std::printf(
+    if (rank == 0)  // one report, from rank 0
+      std::printf(
         "fashion-mnist: %lld training and %lld test images from %s (%.1fs); model %s, "
-        "%d epochs, batch %lld, %s, seed %llu, %d threads\n",
+        "%d epochs, batch %lld, %s, seed %llu, %d worker%s (%s) of %d thread%s\n",
         static_cast<long long>(train_set.size()), static_cast<long long>(test_set.size()),
         o.data.c_str(), seconds_since(t0), o.model.c_str(), o.epochs,
         static_cast<long long>(o.batch), o.optimizer.c_str(),
-        static_cast<unsigned long long>(o.seed), meld::num_threads());
+        static_cast<unsigned long long>(o.seed), workers, workers == 1 ? "" : "s",
+        o.backend.c_str(), meld::num_threads(), meld::num_threads() == 1 ? "" : "s");
     std::fflush(stdout);
     if (o.model == "mlp") return run(make_mlp(), o, train_set, test_set);
     return run(make_lenet(), o, train_set, test_set);

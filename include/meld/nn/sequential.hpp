@@ -14,8 +14,10 @@
 // Fashion-MNIST example that saves the largest of its matrix products.)
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -65,7 +67,17 @@ class sequential {
 
   // With input_gradient false: only parameter gradients, and an empty tensor back.
   tensor_type backward(const tensor_type& grad_output, bool input_gradient) {
-    return backward_from<size - 1>(grad_output, input_gradient);
+    no_hook none;
+    return backward_from<size - 1>(grad_output, input_gradient, none);
+  }
+
+  // Calls hook(gradient) for each parameter gradient as soon as its layer's backward has
+  // finished writing it (last layer first): data_parallel starts a bucket's allreduce there,
+  // overlapping communication with the backward of the layers below.
+  template <class Hook>
+    requires std::invocable<Hook&, tensor_type&>
+  tensor_type backward(const tensor_type& grad_output, Hook& hook) {
+    return backward_from<size - 1>(grad_output, input_grad_, hook);
   }
 
   void requires_input_grad(bool on) { input_grad_ = on; }
@@ -146,8 +158,20 @@ class sequential {
       return forward_from<I + 1>(std::get<I>(layers_).forward(x));
   }
 
-  template <std::size_t I>
-  tensor_type backward_from(const tensor_type& g, bool input_gradient) {
+  struct no_hook {
+    void operator()(tensor_type&) const {}
+  };
+
+  // Reports layer I's parameter gradients, now final, to the hook.
+  template <std::size_t I, class Hook>
+  void report(Hook& hook) {
+    if constexpr (!std::is_same_v<Hook, no_hook>)
+      std::get<I>(layers_).visit_parameters(
+          [&](std::string_view, tensor_type&, tensor_type& grad) { hook(grad); });
+  }
+
+  template <std::size_t I, class Hook>
+  tensor_type backward_from(const tensor_type& g, bool input_gradient, Hook& hook) {
     auto& layer = std::get<I>(layers_);
     if (!input_gradient && I <= first_trainable_) {
       // Nothing below this layer needs a gradient: parameters only, then stop.
@@ -156,13 +180,16 @@ class sequential {
           layer.backward(g, false);
         else
           layer.backward(g);
+        report<I>(hook);
       }
       return tensor_type();
     }
+    tensor_type below = layer.backward(g);
+    report<I>(hook);
     if constexpr (I == 0)
-      return layer.backward(g);
+      return below;
     else
-      return backward_from<I - 1>(layer.backward(g), input_gradient);
+      return backward_from<I - 1>(below, input_gradient, hook);
   }
 
   std::tuple<Layers...> layers_;
