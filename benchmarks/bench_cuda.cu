@@ -6,11 +6,11 @@
 //   build/gpu/benchmarks/bench_cuda --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 
-#include <cub/device/device_reduce.cuh>
 #include <thrust/device_ptr.h>
 #include <thrust/functional.h>
 #include <thrust/inner_product.h>
 #include <thrust/transform.h>
+#include <cub/device/device_reduce.cuh>
 
 #include <cstdio>
 
@@ -45,7 +45,9 @@ double theoretical_bandwidth() {
   return 2.0 * clock_khz * 1e3 * bus_bits / 8.0;  // double data rate, bytes per second
 }
 
-cudaStream_t stream_of(const meld::tensor<float, gpu>& t) { return t.storage_ptr()->access().home()->handle; }
+cudaStream_t stream_of(const meld::tensor<float, gpu>& t) {
+  return t.storage_ptr()->access().home()->handle;
+}
 
 void BM_copy_d2d(benchmark::State& state) {
   const meld::index_t n = state.range(0);
@@ -53,7 +55,8 @@ void BM_copy_d2d(benchmark::State& state) {
   cudaStream_t s = stream_of(y);
   for (auto _ : state)
     state.SetIterationTime(time_on(s, [&] {
-      MELD_CUDA_CHECK(cudaMemcpyAsync(y.raw_data(), x.raw_data(), n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+      MELD_CUDA_CHECK(cudaMemcpyAsync(y.raw_data(), x.raw_data(), n * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, s));
     }));
   state.SetBytesProcessed(state.iterations() * 2 * n * int64_t(sizeof(float)));
 }
@@ -64,7 +67,8 @@ void BM_five_op_meld(benchmark::State& state) {
   x = 1.f, z = 2.f, w = 3.f;
   const float a = 1.5f, b = 2.5f, c = 0.5f;
   cudaStream_t s = stream_of(y);
-  for (auto _ : state) state.SetIterationTime(time_on(s, [&] { y = a * x + b * z - c * w + x * z; }));
+  for (auto _ : state)
+    state.SetIterationTime(time_on(s, [&] { y = a * x + b * z - c * w + x * z; }));
   state.SetBytesProcessed(state.iterations() * 16 * n);  // 3 reads + 1 write
 }
 
@@ -82,8 +86,8 @@ void BM_five_op_thrust_unfused(benchmark::State& state) {
   const auto policy = thrust::cuda::par.on(s);
   for (auto _ : state)
     state.SetIterationTime(time_on(s, [&] {
-      thrust::transform(policy, p(x), p(x) + n, p(z), p(t1), axpby{1.5f, 2.5f});   // a x + b z
-      thrust::transform(policy, p(t1), p(t1) + n, p(w), p(t2), axpby{1.f, -0.5f}); // - c w
+      thrust::transform(policy, p(x), p(x) + n, p(z), p(t1), axpby{1.5f, 2.5f});    // a x + b z
+      thrust::transform(policy, p(t1), p(t1) + n, p(w), p(t2), axpby{1.f, -0.5f});  // - c w
       thrust::transform(policy, p(x), p(x) + n, p(z), p(t1), thrust::multiplies<float>());
       thrust::transform(policy, p(t2), p(t2) + n, p(t1), p(y), thrust::plus<float>());
     }));
@@ -106,7 +110,8 @@ void BM_sum_xz_thrust_inner_product(benchmark::State& state) {
   meld::tensor<float, gpu> x({n}), z({n});
   x = 1.f, z = 0.5f;
   cudaStream_t s = stream_of(x);
-  auto px = thrust::device_pointer_cast(x.raw_data()), pz = thrust::device_pointer_cast(z.raw_data());
+  auto px = thrust::device_pointer_cast(x.raw_data()),
+       pz = thrust::device_pointer_cast(z.raw_data());
   for (auto _ : state)
     state.SetIterationTime(time_on(s, [&] {
       benchmark::DoNotOptimize(thrust::inner_product(thrust::cuda::par.on(s), px, px + n, pz, 0.f));
@@ -142,8 +147,8 @@ void BM_gemm(benchmark::State& state) {
   meld::tensor<T, gpu> ta = meld::cast<T>(a), tb = meld::cast<T>(b), c({n, n});
   cudaStream_t s = c.storage_ptr()->access().home()->handle;
   for (auto _ : state) state.SetIterationTime(time_on(s, [&] { c = meld::matmul(ta, tb); }));
-  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * double(n) * n * n * double(state.iterations()) * 1e-12,
-                                                 benchmark::Counter::kIsRate);
+  state.counters["TFLOP/s"] = benchmark::Counter(
+      2.0 * double(n) * n * n * double(state.iterations()) * 1e-12, benchmark::Counter::kIsRate);
   state.SetLabel(std::is_same_v<T, float> ? (tf32 ? "tf32" : "float") : "bf16");
   meld::cuda_allow_tf32(false);
 }
@@ -156,8 +161,15 @@ BENCHMARK(BM_five_op_thrust_unfused)->RangeMultiplier(4)->Range(1 << 20, 1 << 28
 BENCHMARK(BM_sum_xz_meld)->Arg(1 << 24)->Arg(1 << 28)->UseManualTime();
 BENCHMARK(BM_sum_xz_thrust_inner_product)->Arg(1 << 24)->Arg(1 << 28)->UseManualTime();
 BENCHMARK(BM_sum_cub_plain)->Arg(1 << 24)->Arg(1 << 28)->UseManualTime();
-BENCHMARK_TEMPLATE(BM_gemm, float)->Args({8192, 0})->Args({8192, 1})->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(BM_gemm, meld::bfloat16)->Args({8192, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_gemm, float)
+    ->Args({8192, 0})
+    ->Args({8192, 1})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_gemm, meld::bfloat16)
+    ->Args({8192, 0})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
   if (meld::cuda_device_count() == 0) {

@@ -48,7 +48,8 @@ void fiveop_hand(benchmark::State& state) {
 BENCHMARK(fiveop_hand<fiveop_kernel>)->Name("fiveop/hand")->Apply(bench::size_and_threads);
 BENCHMARK(fiveop_hand<fiveop_kernel_256>)->Name("fiveop/hand256")->Apply(bench::size_and_threads);
 
-// ---- STREAM triad: y = x + s z (2 reads, 1 write) ------------------------------------------------
+// ---- STREAM triad: y = x + s z (2 reads, 1 write)
+// ------------------------------------------------
 
 __attribute__((noinline)) void triad_kernel(float* __restrict y, const float* __restrict x,
                                             const float* __restrict z, float s, index_t n) {
@@ -100,7 +101,8 @@ void triad(benchmark::State& state) {
 BENCHMARK(triad<triad_kernel>)->Name("triad/hand")->Apply(bench::size_and_threads);
 BENCHMARK(triad<triad_kernel_nt>)->Name("triad/hand_nt")->Apply(bench::size_and_threads);
 
-// ---- broadcast: y = m + v, m {4096, 4096}, v {4096} ------------------------------------------------
+// ---- broadcast: y = m + v, m {4096, 4096}, v {4096}
+// ------------------------------------------------
 
 __attribute__((noinline)) void broadcast_kernel(float* __restrict y, const float* __restrict m,
                                                 const float* __restrict v, index_t rows,
@@ -131,8 +133,7 @@ BENCHMARK(broadcast_hand)->Name("broadcast/hand")->Apply(bench::threads_only);
 
 // ---- transcendental: y = exp(x) * sigmoid(z), with xsimd's math ---------------------------------
 
-__attribute__((noinline)) void transcendental_kernel(float* __restrict y,
-                                                     const float* __restrict x,
+__attribute__((noinline)) void transcendental_kernel(float* __restrict y, const float* __restrict x,
                                                      const float* __restrict z, index_t n) {
   constexpr index_t W = batch::size;
   const batch one(1.f);

@@ -32,7 +32,9 @@ void fiveop_xtensor(benchmark::State& state) {
     } else {
       bench::segments(n, threads, [&](index_t lo, index_t hi) {
         const std::array<std::size_t, 1> shape{std::size_t(hi - lo)};
-        auto seg = [&](auto& t) { return xt::adapt(t.data() + lo, shape[0], xt::no_ownership(), shape); };
+        auto seg = [&](auto& t) {
+          return xt::adapt(t.data() + lo, shape[0], xt::no_ownership(), shape);
+        };
         auto ys = seg(y);
         auto xs = seg(x), zs = seg(z), ws = seg(w);
         xt::noalias(ys) = a * xs + b * zs - c * ws + xs * zs;

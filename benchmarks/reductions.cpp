@@ -24,19 +24,25 @@ struct sum_case {
   static constexpr int streams = 1;
   static constexpr const char* name = "sum";
   template <class V>
-  static V term(V x, V, V) { return x; }
+  static V term(V x, V, V) {
+    return x;
+  }
 };
 struct dot_case {
   static constexpr int streams = 2;
   static constexpr const char* name = "dot";
   template <class V>
-  static V term(V x, V z, V) { return x * z; }
+  static V term(V x, V z, V) {
+    return x * z;
+  }
 };
 struct sum_fma_case {
   static constexpr int streams = 3;
   static constexpr const char* name = "sum_xz_w";
   template <class V>
-  static V term(V x, V z, V w) { return x * z + w; }
+  static V term(V x, V z, V w) {
+    return x * z + w;
+  }
 };
 
 template <class Case>
@@ -44,7 +50,8 @@ __attribute__((noinline)) float hand_reduce(const float* x, const float* z, cons
                                             index_t n) {
   constexpr index_t W = batch::size;
   auto at = [&](index_t i) {
-    return Case::term(batch::load_unaligned(x + i), Case::streams > 1 ? batch::load_unaligned(z + i) : batch(0.f),
+    return Case::term(batch::load_unaligned(x + i),
+                      Case::streams > 1 ? batch::load_unaligned(z + i) : batch(0.f),
                       Case::streams > 2 ? batch::load_unaligned(w + i) : batch(0.f));
   };
   batch a0(0.f), a1(0.f), a2(0.f), a3(0.f);

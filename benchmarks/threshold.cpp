@@ -102,7 +102,8 @@ BENCHMARK(threshold<exp_case, true>)->Name("threshold/exp/pool")->Apply(sizes);
 // The pool's fork-join cost alone: one empty task per thread.
 void pool_round_trip(benchmark::State& state) {
   bench::use_threads(bench::all_threads());
-  for (auto _ : state) meld::thread_pool::global().parallel_for(bench::all_threads(), [](index_t) {});
+  for (auto _ : state)
+    meld::thread_pool::global().parallel_for(bench::all_threads(), [](index_t) {});
 }
 BENCHMARK(pool_round_trip)->Name("threshold/empty/pool")->UseRealTime();
 

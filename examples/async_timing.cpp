@@ -27,7 +27,8 @@ int main() {
 
   std::printf("20 assignments of %lld elements on an asynchronous CPU stream:\n",
               static_cast<long long>(n));
-  std::printf("  host clock around the calls (naive): %8.3f ms  <- only the enqueueing\n", naive * 1e3);
+  std::printf("  host clock around the calls (naive): %8.3f ms  <- only the enqueueing\n",
+              naive * 1e3);
   std::printf("  meld::timer (events on the stream):  %8.3f ms  <- the work\n", measured * 1e3);
   std::printf("  host clock after waiting:            %8.3f ms\n", waited * 1e3);
   return measured > naive ? 0 : 1;

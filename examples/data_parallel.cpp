@@ -19,10 +19,11 @@ double train(DP& dp, Model& model, int steps) {
   double loss = 0;
   for (int s = 0; s < steps; ++s) {
     // Every rank draws the same global batch; step() keeps this rank's shard.
-    const meld::tensor<float> x = meld::uniform<float>({64, 16}, -1.f, 1.f, 100 + static_cast<std::uint64_t>(s));
+    const meld::tensor<float> x =
+        meld::uniform<float>({64, 16}, -1.f, 1.f, 100 + static_cast<std::uint64_t>(s));
     const meld::tensor<float> y = meld::matmul(x, w);
-    loss = dp.step(x, y, toy::mse{});                       // shard, forward, backward, allreduce
-    toy::sgd(model, 0.2f);                                  // the optimizer updates this replica
+    loss = dp.step(x, y, toy::mse{});  // shard, forward, backward, allreduce
+    toy::sgd(model, 0.2f);             // the optimizer updates this replica
   }
   return loss;
 }
@@ -38,15 +39,15 @@ int main(int argc, char** argv) {
   toy::mlp<float> model({16, 32, 4}, /*seed=*/1);
   double first = 0, last = 0;
   if (backend == "threads") {
-    meld::thread_group group(workers);              // K ranks: threads of this process
-    meld::data_parallel dp(model, group);           // rank 0 trains `model`, the rest replicas
+    meld::thread_group group(workers);     // K ranks: threads of this process
+    meld::data_parallel dp(model, group);  // rank 0 trains `model`, the rest replicas
     first = train(dp, model, 1);
     last = train(dp, model, 200);
   } else if (backend == "mpi") {
 #if defined(MELD_WITH_MPI)
     meld::mpi_session mpi(argc, argv);
-    meld::mpi_comm comm;                            // MPI_COMM_WORLD: one rank per process
-    meld::data_parallel dp(model, comm);            // broadcasts rank 0's parameters
+    meld::mpi_comm comm;                  // MPI_COMM_WORLD: one rank per process
+    meld::data_parallel dp(model, comm);  // broadcasts rank 0's parameters
     first = train(dp, model, 1);
     last = train(dp, model, 200);
     workers = comm.size();

@@ -313,7 +313,7 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
   std::fflush(stderr);
   if (leader)
     std::printf("test_accuracy=%.4f samples_per_sec=%.1f\n", test_acc,
-              static_cast<double>(trained) / train_seconds);
+                static_cast<double>(trained) / train_seconds);
   return 0;
 }
 
@@ -338,7 +338,7 @@ int run(Model model, const options& o, const fashion_mnist::dataset& train_set,
   model.requires_input_grad(false);  // the data needs no gradient
   if (o.backend == "mpi") {
 #if defined(MELD_WITH_MPI)
-    meld::mpi_comm comm;               // MPI_COMM_WORLD: one worker per process
+    meld::mpi_comm comm;                  // MPI_COMM_WORLD: one worker per process
     meld::data_parallel dp(model, comm);  // checks the shapes, broadcasts rank 0's parameters
     const auto sum = [&comm](double x) {
       comm.allreduce(std::span<double>(&x, 1));
@@ -346,12 +346,14 @@ int run(Model model, const options& o, const fashion_mnist::dataset& train_set,
     };
     return with_optimizer(dp, model, o, train_set, test_set, sum, comm.rank() == 0);
 #else
-    throw std::runtime_error("--backend mpi: this build has no MPI (configure with -DMELD_ENABLE_MPI=ON)");
+    throw std::runtime_error(
+        "--backend mpi: this build has no MPI (configure with -DMELD_ENABLE_MPI=ON)");
 #endif
   }
-  meld::thread_group group(o.workers);  // K ranks of a thread_comm, one thread each
+  meld::thread_group group(o.workers);   // K ranks of a thread_comm, one thread each
   meld::data_parallel dp(model, group);  // rank 0 trains `model`; 1..K-1 hold replicas
-  return with_optimizer(dp, model, o, train_set, test_set, [](double x) { return x; }, true);
+  return with_optimizer(
+      dp, model, o, train_set, test_set, [](double x) { return x; }, true);
 }
 
 }  // namespace
@@ -388,13 +390,13 @@ int main(int argc, char** argv) {
     test_set.images = (test_set.images - mean) * (1.f / stddev);
     if (rank == 0)  // one report, from rank 0
       std::printf(
-        "fashion-mnist: %lld training and %lld test images from %s (%.1fs); model %s, "
-        "%d epochs, batch %lld, %s, seed %llu, %d worker%s (%s) of %d thread%s\n",
-        static_cast<long long>(train_set.size()), static_cast<long long>(test_set.size()),
-        o.data.c_str(), seconds_since(t0), o.model.c_str(), o.epochs,
-        static_cast<long long>(o.batch), o.optimizer.c_str(),
-        static_cast<unsigned long long>(o.seed), workers, workers == 1 ? "" : "s",
-        o.backend.c_str(), meld::num_threads(), meld::num_threads() == 1 ? "" : "s");
+          "fashion-mnist: %lld training and %lld test images from %s (%.1fs); model %s, "
+          "%d epochs, batch %lld, %s, seed %llu, %d worker%s (%s) of %d thread%s\n",
+          static_cast<long long>(train_set.size()), static_cast<long long>(test_set.size()),
+          o.data.c_str(), seconds_since(t0), o.model.c_str(), o.epochs,
+          static_cast<long long>(o.batch), o.optimizer.c_str(),
+          static_cast<unsigned long long>(o.seed), workers, workers == 1 ? "" : "s",
+          o.backend.c_str(), meld::num_threads(), meld::num_threads() == 1 ? "" : "s");
     std::fflush(stdout);
     if (o.model == "mlp") return run(make_mlp(), o, train_set, test_set);
     return run(make_lenet(), o, train_set, test_set);

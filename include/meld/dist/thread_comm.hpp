@@ -262,8 +262,9 @@ class thread_comm {
                                     " (the input's size)"));
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allgather,
                                                  static_cast<std::int64_t>(in.size()));
-    return issue(call, async,
-                 [this, in, out](const auto& c) { this->ring_allgather(in.data(), out.data(), c); });
+    return issue(call, async, [this, in, out](const auto& c) {
+      this->ring_allgather(in.data(), out.data(), c);
+    });
   }
 
   comm_request barrier_impl(bool async) {

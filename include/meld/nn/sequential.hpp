@@ -75,8 +75,8 @@ class sequential {
   // finished writing it (last layer first): data_parallel starts a bucket's allreduce there,
   // overlapping communication with the backward of the layers below.
   template <class Hook>
-    requires std::invocable<Hook&, tensor_type&>
-  tensor_type backward(const tensor_type& grad_output, Hook& hook) {
+  requires std::invocable<Hook&, tensor_type&> tensor_type backward(const tensor_type& grad_output,
+                                                                    Hook& hook) {
     return backward_from<size - 1>(grad_output, input_grad_, hook);
   }
 

@@ -13,8 +13,10 @@ namespace detail {
 // Factories that compute elements on the host build device tensors through a host tensor.
 template <class Backend, class T>
 tensor<T, Backend> on_backend(tensor<T, cpu<>>&& host) {
-  if constexpr (std::is_same_v<Backend, cpu<>>) return std::move(host);
-  else return to<Backend>(host);
+  if constexpr (std::is_same_v<Backend, cpu<>>)
+    return std::move(host);
+  else
+    return to<Backend>(host);
 }
 }  // namespace detail
 

@@ -60,20 +60,16 @@ class strided_tensor : public expression_tag {
   // count or an index out of range throws. For bulk work use expressions, not this.
   // (Only for backends whose memory the host can read; copy device tensors with meld::to first.)
   template <std::integral... I>
-    requires Backend::host_accessible
-  decltype(auto) operator()(I... idx) {
+  requires Backend::host_accessible decltype(auto) operator()(I... idx) {
     return derived().data()[offset_of(idx...)];
   }
   template <std::integral... I>
-    requires Backend::host_accessible
-  decltype(auto) operator()(I... idx) const {
+  requires Backend::host_accessible decltype(auto) operator()(I... idx) const {
     return derived().data()[offset_of(idx...)];
   }
 
   // The value of a one-element tensor (any rank).
-  value_type item() const
-    requires Backend::host_accessible
-  {
+  value_type item() const requires Backend::host_accessible {
     if (size() != 1)
       throw shape_error(
           detail::cat("item: tensor of shape ", shape_, " has ", size(), " elements, not 1"));

@@ -6,7 +6,8 @@
 // warning state that counts is the one where xsimd's functions are defined, so it is silenced
 // around this include (and around meld's evaluator headers, where they are inlined), leaving users
 // who build with -Werror unaffected.
-// clang-format off: the order of these three lines is the point
+// The order of these three lines is the point: keep clang-format from sorting them.
+// clang-format off
 #include "gcc12_warnings.hpp"  // push
 #include <xsimd/xsimd.hpp>
 #include "gcc12_warnings.hpp"  // pop
