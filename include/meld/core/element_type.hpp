@@ -2,6 +2,7 @@
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -35,6 +36,57 @@ constexpr const char* type_name() {
     return "bool";
   else
     return "unknown";
+}
+
+// A stable number per element type for what leaves the process: checkpoint files and the call
+// descriptions that ranks exchange. 0 is never a valid code; the numbers never change.
+template <class T>
+constexpr std::uint8_t element_code() {
+  if constexpr (std::is_same_v<T, float>)
+    return 1;
+  else if constexpr (std::is_same_v<T, double>)
+    return 2;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return 3;
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return 4;
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return 5;
+  else
+    return 0;
+}
+
+constexpr const char* element_code_name(std::uint32_t code) {
+  switch (code) {
+    case 1:
+      return "float32";
+    case 2:
+      return "float64";
+    case 3:
+      return "int32";
+    case 4:
+      return "int64";
+    case 5:
+      return "uint8";
+    default:
+      return "an unknown element type";
+  }
+}
+
+// Bytes per element of a code (0 for an unknown code).
+constexpr std::size_t element_code_size(std::uint32_t code) {
+  switch (code) {
+    case 1:
+    case 3:
+      return 4;
+    case 2:
+    case 4:
+      return 8;
+    case 5:
+      return 1;
+    default:
+      return 0;
+  }
 }
 
 // A scalar combined with an expression of element type T is "weak", as in numpy: it takes T's type

@@ -89,41 +89,8 @@ struct comm_options {
 
 namespace detail::dist {
 
-// A stable code per element type, exchanged between ranks (so 0 is never a valid code).
 template <class T>
-constexpr std::uint8_t type_code() {
-  if constexpr (std::is_same_v<T, float>)
-    return 1;
-  else if constexpr (std::is_same_v<T, double>)
-    return 2;
-  else if constexpr (std::is_same_v<T, std::int32_t>)
-    return 3;
-  else if constexpr (std::is_same_v<T, std::int64_t>)
-    return 4;
-  else if constexpr (std::is_same_v<T, std::uint8_t>)
-    return 5;
-  else
-    return 0;
-}
-
-inline const char* type_code_name(std::uint8_t code) {
-  switch (code) {
-    case 1:
-      return "float32";
-    case 2:
-      return "float64";
-    case 3:
-      return "int32";
-    case 4:
-      return "int64";
-    case 5:
-      return "uint8";
-  }
-  return "?";
-}
-
-template <class T>
-concept comm_element = type_code<std::remove_const_t<T>>()
+concept comm_element = element_code<std::remove_const_t<T>>()
 != 0;
 
 // What one rank called: the unit that debug mode exchanges and error messages print.
@@ -144,7 +111,7 @@ struct call_info {
     s += " (";
     if (kind == collective_kind::allreduce || kind == collective_kind::reduce_scatter)
       s += cat(name_of(op), ", ");
-    s += cat(type_code_name(type), " x ", count);
+    s += cat(element_code_name(type), " x ", count);
     if (kind == collective_kind::broadcast) s += cat(", root ", root);
     return s + ")";
   }
@@ -159,7 +126,7 @@ call_info make_call(std::uint64_t seq, collective_kind kind, std::int64_t count,
   c.count = count;
   c.op = op;
   c.root = root;
-  c.type = type_code<std::remove_const_t<T>>();
+  c.type = element_code<std::remove_const_t<T>>();
   return c;
 }
 

@@ -69,37 +69,6 @@ inline const char* kind_name(kind k) {
   }
 }
 
-template <class T>
-constexpr std::uint32_t type_code() {
-  if constexpr (std::is_same_v<T, float>)
-    return 1;
-  else if constexpr (std::is_same_v<T, double>)
-    return 2;
-  else if constexpr (std::is_same_v<T, std::int32_t>)
-    return 3;
-  else
-    return 4;
-}
-
-inline const char* type_code_name(std::uint32_t code) {
-  switch (code) {
-    case 1:
-      return "float32";
-    case 2:
-      return "float64";
-    case 3:
-      return "int32";
-    case 4:
-      return "int64";
-    default:
-      return "an unknown element type";
-  }
-}
-
-inline std::size_t type_code_size(std::uint32_t code) {
-  return code == 1 || code == 3 ? 4 : 8;
-}
-
 // CRC-32 (IEEE 802.3, reflected, as zlib's crc32).
 inline std::uint32_t crc32(const unsigned char* data, std::size_t n) {
   static constexpr auto table = [] {
@@ -206,11 +175,11 @@ template <class M>
 void model_slots(M& model, std::vector<slot>& out) {
   using T = typename M::value_type;
   model.visit_parameters([&](std::string_view name, auto& p, auto&) {
-    out.push_back({kind::parameter, std::string(name), type_code<T>(), p.shape(), p.data(),
+    out.push_back({kind::parameter, std::string(name), element_code<T>(), p.shape(), p.data(),
                    static_cast<std::size_t>(p.size())});
   });
   model.visit_buffers([&](std::string_view name, auto& b) {
-    out.push_back({kind::buffer, std::string(name), type_code<T>(), b.shape(), b.data(),
+    out.push_back({kind::buffer, std::string(name), element_code<T>(), b.shape(), b.data(),
                    static_cast<std::size_t>(b.size())});
   });
 }
@@ -221,10 +190,10 @@ void optimizer_slots(O& opt, std::vector<slot>& out) {
     using S = std::remove_cvref_t<decltype(s)>;
     if constexpr (std::is_same_v<S, std::int64_t>) {
       out.push_back(
-          {kind::optimizer, std::string(name), type_code<std::int64_t>(), shape_t{}, &s, 1});
+          {kind::optimizer, std::string(name), element_code<std::int64_t>(), shape_t{}, &s, 1});
     } else {
       using T = typename S::value_type;
-      out.push_back({kind::optimizer, std::string(name), type_code<T>(), s.shape(), s.data(),
+      out.push_back({kind::optimizer, std::string(name), element_code<T>(), s.shape(), s.data(),
                      static_cast<std::size_t>(s.size())});
     }
   });
@@ -254,7 +223,7 @@ inline void save(const std::filesystem::path& path, std::uint32_t element_type,
     w.put<std::uint32_t>(s.type);
     w.put<std::uint32_t>(static_cast<std::uint32_t>(s.shape.size()));
     for (index_t d : s.shape) w.put<std::int64_t>(d);
-    const std::size_t size = type_code_size(s.type);
+    const std::size_t size = element_code_size(s.type);
     w.put<std::uint64_t>(s.count * size);
     w.put_elements(s.data, s.count, size);
   }
@@ -330,8 +299,8 @@ inline void load(const std::filesystem::path& path, std::uint32_t element_type,
     throw checkpoint_error(
         cat("checkpoint '", file, "' is corrupted: its checksum does not match its contents"));
   if (type != element_type)
-    throw checkpoint_error(cat("checkpoint '", file, "' holds ", type_code_name(type),
-                               " values, the model has ", type_code_name(element_type)));
+    throw checkpoint_error(cat("checkpoint '", file, "' holds ", element_code_name(type),
+                               " values, the model has ", element_code_name(element_type)));
 
   // Entries.
   reader r(bytes, body, file);
@@ -367,7 +336,7 @@ inline void load(const std::filesystem::path& path, std::uint32_t element_type,
       elements *= static_cast<std::uint64_t>(extent);
     }
     const auto data_bytes = r.get<std::uint64_t>();
-    if (data_bytes != elements * type_code_size(e.type))
+    if (data_bytes != elements * element_code_size(e.type))
       throw checkpoint_error(cat("checkpoint '", file, "' is corrupted: ", kind_name(e.k), " '",
                                  e.name, "' of shape ", e.shape, " has ", data_bytes,
                                  " bytes of data"));
@@ -397,8 +366,8 @@ inline void load(const std::filesystem::path& path, std::uint32_t element_type,
               s.k == kind::optimizer ? " (another kind of optimizer?)" : " (another model?)"));
     if (e->type != s.type)
       throw checkpoint_error(cat("checkpoint '", file, "': ", kind_name(s.k), " '", s.name,
-                                 "' holds ", type_code_name(e->type), ", expected ",
-                                 type_code_name(s.type)));
+                                 "' holds ", element_code_name(e->type), ", expected ",
+                                 element_code_name(s.type)));
     if (!(e->shape == s.shape))
       throw checkpoint_error(cat("checkpoint '", file, "': ", kind_name(s.k), " '", s.name,
                                  "' has shape ", e->shape, ", the model has ", s.shape));
@@ -416,7 +385,7 @@ inline void load(const std::filesystem::path& path, std::uint32_t element_type,
   // Every check passed: copy.
   for (std::size_t i = 0; i < slots.size(); ++i)
     copy_little_endian(slots[i].data, bytes.data() + source[i]->offset, slots[i].count,
-                       type_code_size(slots[i].type));
+                       element_code_size(slots[i].type));
 }
 
 }  // namespace detail::ckpt
@@ -426,7 +395,7 @@ void save_checkpoint(const std::filesystem::path& path, M& model) {
   static_assert(require_model<M>(), "meld::nn::save_checkpoint: see the messages above");
   std::vector<detail::ckpt::slot> slots;
   detail::ckpt::model_slots(model, slots);
-  detail::ckpt::save(path, detail::ckpt::type_code<typename M::value_type>(), slots);
+  detail::ckpt::save(path, element_code<typename M::value_type>(), slots);
 }
 
 template <class M, class O>
@@ -438,7 +407,7 @@ void save_checkpoint(const std::filesystem::path& path, M& model, O& optimizer) 
   std::vector<detail::ckpt::slot> slots;
   detail::ckpt::model_slots(model, slots);
   detail::ckpt::optimizer_slots(optimizer, slots);
-  detail::ckpt::save(path, detail::ckpt::type_code<typename M::value_type>(), slots);
+  detail::ckpt::save(path, element_code<typename M::value_type>(), slots);
 }
 
 // Loads parameters and buffers; optimizer state in the file is ignored.
@@ -447,7 +416,7 @@ void load_checkpoint(const std::filesystem::path& path, M& model) {
   static_assert(require_model<M>(), "meld::nn::load_checkpoint: see the messages above");
   std::vector<detail::ckpt::slot> slots;
   detail::ckpt::model_slots(model, slots);
-  detail::ckpt::load(path, detail::ckpt::type_code<typename M::value_type>(), slots, false);
+  detail::ckpt::load(path, element_code<typename M::value_type>(), slots, false);
 }
 
 // Loads parameters, buffers and the optimizer's state (all or nothing).
@@ -460,7 +429,7 @@ void load_checkpoint(const std::filesystem::path& path, M& model, O& optimizer) 
   std::vector<detail::ckpt::slot> slots;
   detail::ckpt::model_slots(model, slots);
   detail::ckpt::optimizer_slots(optimizer, slots);
-  detail::ckpt::load(path, detail::ckpt::type_code<typename M::value_type>(), slots, true);
+  detail::ckpt::load(path, element_code<typename M::value_type>(), slots, true);
 }
 
 }  // namespace meld::nn

@@ -353,7 +353,7 @@ template <class T>
 using batch_for = void;
 #else
 template <class T>
-using batch_for = xsimd::batch<T>;
+using batch_for = xsimd::batch<T, simd_arch>;
 #endif
 
 // ---- assign -------------------------------------------------------------------------------------

@@ -307,7 +307,7 @@ void gemm_tiny(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta, ma
 template <class T>
 void gemm_row_vector(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta, matrix_ref<T> c,
                      int threads) {
-  using V = xsimd::batch<T>;
+  using V = xsimd::batch<T, simd_arch>;
   constexpr index_t W = static_cast<index_t>(V::size);
   const index_t k = a.cols, n = c.cols;
   T* x = gemm_workspace::local().get<T>(k);

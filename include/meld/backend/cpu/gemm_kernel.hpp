@@ -48,7 +48,7 @@ MELD_INLINE void unrolled(F&& f) {
 //                 apart).
 //   16 registers: 6 x 2 vectors (12 accumulators; 6 x 16 floats with AVX2), the classic shape;
 //                 4 x 3 measured the same (AVX2 build on the same Xeon).
-template <class T, class Arch = xsimd::default_arch>
+template <class T, class Arch = detail::simd_arch>
 struct gemm_tile {
   using batch = xsimd::batch<T, Arch>;
   static constexpr bool wide_register_file =

@@ -12,3 +12,17 @@
 #include <xsimd/xsimd.hpp>
 #include "gcc12_warnings.hpp"  // pop
 // clang-format on
+
+namespace meld::detail {
+
+// The instruction set of meld's CPU kernels: the best that the target supports, as xsimd picks
+// it, with one exception. xsimd 8.1's AVX-512BW select on integer batches reaches intrinsics that
+// GCC defines as casting macros when it does not optimize (-O0), which fail to compile with
+// xsimd's class-type operands; unoptimized GCC builds (Debug) use the AVX-512DQ kernels instead.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__OPTIMIZE__) && XSIMD_WITH_AVX512BW
+using simd_arch = xsimd::avx512dq;
+#else
+using simd_arch = xsimd::default_arch;
+#endif
+
+}  // namespace meld::detail
