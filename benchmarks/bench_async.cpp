@@ -1,13 +1,17 @@
 // Asynchronous execution on the CPU: the cost of enqueueing, a chain of 10,000 small dependent
 // operations under the sync and async policies (the d2l "increment 10,000 times" experiment), and
-// two independent 10^7-element chains on two streams vs one.
+// two independent 10^7-element chains on two streams vs one; at the end, the ratios.
 //
 //   build/bench/benchmarks/bench_async --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <meld/meld.hpp>
 
@@ -116,4 +120,63 @@ BENCHMARK_TEMPLATE(BM_overlap_host_work, async_cpu)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_two_chains)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-BENCHMARK_MAIN();
+namespace {
+
+// The console output plus, at the end, the ratios the comparisons are about: async vs sync for the
+// chains and the host-work overlap, two streams vs one.
+class ratio_reporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      const std::string name = r.run_name.str();
+      if (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median")
+        medians_[name] = r.GetAdjustedRealTime();
+      else if (r.run_type == Run::RT_Iteration)
+        samples_[name].push_back(r.GetAdjustedRealTime());
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    std::printf("\nRatios (median times):\n");
+    for (const char* n : {"16", "1024", "16384"})
+      compare(std::string("10,000 dependent ops of ") + n + " elements, async / sync",
+              std::string("BM_chain<async_cpu>/") + n,
+              std::string("BM_chain<meld::cpu<meld::sync>>/") + n);
+    compare("host work + 65,536-element expressions, async / sync",
+            "BM_overlap_host_work<async_cpu>/65536",
+            "BM_overlap_host_work<meld::cpu<meld::sync>>/65536");
+    compare("two independent chains, two streams / one stream", "BM_two_chains/2",
+            "BM_two_chains/1");
+  }
+
+ private:
+  double median(const std::string& name) {
+    const std::string key = name + "/real_time";
+    if (auto m = medians_.find(key); m != medians_.end()) return m->second;
+    auto it = samples_.find(key);
+    if (it == samples_.end() || it->second.empty()) return -1;
+    std::vector<double> v = it->second;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  }
+  void compare(const std::string& what, const std::string& a, const std::string& b) {
+    const double ta = median(a), tb = median(b);
+    if (ta <= 0 || tb <= 0) return;  // filtered out
+    std::printf("  %-62s %6.2f  (%s)\n", what.c_str(), ta / tb, ta < tb ? "faster" : "slower");
+  }
+  std::map<std::string, double> medians_;
+  std::map<std::string, std::vector<double>> samples_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  ratio_reporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}
