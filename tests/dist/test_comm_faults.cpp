@@ -10,6 +10,7 @@
 #include <meld/dist/thread_comm.hpp>
 
 #include "catch.hpp"
+#include "worker_assertions.hpp"
 
 namespace {
 
@@ -170,7 +171,7 @@ TEST_CASE("a rank that throws: thread_group::run aborts the others at once and r
         c.allreduce(buf);
       } catch (const meld::comm_error& e) {
         seen[static_cast<std::size_t>(c.rank())] = e.what();
-        REQUIRE(e.why() == meld::comm_error::reason::aborted);
+        WORKER_REQUIRE(e.why() == meld::comm_error::reason::aborted);
         throw;
       }
     });

@@ -12,6 +12,7 @@
 
 #include "catch.hpp"
 #include "toy_models.hpp"
+#include "worker_assertions.hpp"
 
 namespace {
 
@@ -342,7 +343,7 @@ TEST_CASE("data_parallel refuses ranks whose models differ, naming the differenc
   meld::thread_group fresh(3, comm_opts());
   fresh.run([&](meld::thread_comm& comm) {
     model_t model(widths, 1);
-    REQUIRE_THROWS_AS(
+    WORKER_REQUIRE_THROWS_AS(
         meld::data_parallel(model, comm, {.bucket_bytes = comm.rank() == 2 ? 100u : 200u}),
         meld::shape_error);
   });

@@ -6,6 +6,7 @@
 #include <meld/dist/thread_comm.hpp>
 
 #include "catch.hpp"
+#include "worker_assertions.hpp"
 
 TEST_CASE("kv_store: sharded push / pull with a user-defined update rule (SGD with momentum)",
           "[dist]") {
@@ -22,8 +23,8 @@ TEST_CASE("kv_store: sharded push / pull with a user-defined update rule (SGD wi
       std::vector<float> momentum;  // this server's state, sized by its shard
       meld::kv_store<float, meld::thread_comm> store(
           comm, [&](int key, meld::index_t offset, std::span<const float> g, std::span<float> w) {
-            REQUIRE(key == 7);
-            REQUIRE(offset == static_cast<meld::index_t>((m + k - 1) / k * r));
+            WORKER_REQUIRE(key == 7);
+            WORKER_REQUIRE(offset == static_cast<meld::index_t>((m + k - 1) / k * r));
             momentum.resize(w.size());
             for (std::size_t i = 0; i < w.size(); ++i) {
               momentum[i] = 0.5f * momentum[i] + g[i];
@@ -43,9 +44,9 @@ TEST_CASE("kv_store: sharded push / pull with a user-defined update rule (SGD wi
       store.pull(7, w);
       pulled[r] = w;
       served[r] = store.local_shard(7).size();
-      REQUIRE_THROWS_AS(store.pull(8, w), std::invalid_argument);
+      WORKER_REQUIRE_THROWS_AS(store.pull(8, w), std::invalid_argument);
       std::vector<float> wrong(m + 1);
-      REQUIRE_THROWS_AS(store.push(7, wrong), meld::shape_error);
+      WORKER_REQUIRE_THROWS_AS(store.push(7, wrong), meld::shape_error);
     });
     // Reference: g_total(step) = sum_r (r + 1) (i + 1) (step + 1); momentum SGD for two steps.
     const float ranks_sum = static_cast<float>(k * (k + 1) / 2);

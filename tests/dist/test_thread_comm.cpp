@@ -11,6 +11,7 @@
 #include <meld/tensor/factories.hpp>
 
 #include "catch.hpp"
+#include "worker_assertions.hpp"
 
 namespace {
 
@@ -69,7 +70,7 @@ void check_allreduce(int k, bool async) {
         if (async) {
           auto req = c.allreduce_async(buf, op);
           req.wait();
-          REQUIRE(req.ready());
+          WORKER_REQUIRE(req.ready());
         } else {
           c.allreduce(buf, op);
         }
@@ -186,8 +187,8 @@ TEST_CASE("thread_comm: many asynchronous collectives in flight complete in orde
     std::vector<meld::comm_request> reqs;
     for (auto& b : bufs[static_cast<std::size_t>(c.rank())]) reqs.push_back(c.allreduce_async(b));
     c.barrier();  // a synchronous collective queues behind the asynchronous ones
-    for (auto& q : reqs) REQUIRE(q.ready());
-    REQUIRE(c.next_sequence() == count + 2);
+    for (auto& q : reqs) WORKER_REQUIRE(q.ready());
+    WORKER_REQUIRE(c.next_sequence() == count + 2);
   });
   for (std::size_t i = 0; i < count; ++i) {
     std::vector<std::vector<float>> per_rank;
