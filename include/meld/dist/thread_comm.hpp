@@ -75,6 +75,8 @@ struct tc_entry {
 
 struct alignas(cache_line) tc_slot {
   std::atomic<std::uint64_t> progress{0};
+  // Inside a collective: the rank may be reading its peers' buffers.
+  std::atomic<bool> inside{false};
   tc_entry entries[2];
   timed_waiter waiter;
   std::mutex last_mutex;
@@ -206,8 +208,16 @@ class thread_comm {
   template <class F>
   comm_request issue(const detail::dist::call_info& call, bool async, F body) {
     auto job = [this, call, body]() mutable {
-      check_usable(call);
-      body(call);
+      std::atomic<bool>& inside = slot_of(rank_).inside;
+      inside.store(true, std::memory_order_seq_cst);  // before the abort check: see leave_failed
+      try {
+        check_usable(call);
+        body(call);
+      } catch (...) {
+        leave_failed();
+        throw;
+      }
+      inside.store(false, std::memory_order_release);
     };
     if (async) return comm_request(queue_.submit(std::move(job)));
     queue_.run(job);
@@ -420,7 +430,22 @@ class thread_comm {
   // ---- synchronization --------------------------------------------------------------------------
 
   void check_usable(const detail::dist::call_info& call) const {
-    if (st_->aborted.load(std::memory_order_acquire)) throw_aborted(call);
+    if (st_->aborted.load(std::memory_order_seq_cst)) throw_aborted(call);
+  }
+
+  // Leaving a collective by an exception (the group was aborted, or a wait timed out): the
+  // caller's buffers die with the exception, but peers that can still make progress may be
+  // reading them (a ring step copies from the left neighbour's buffer). Stop reading theirs, then
+  // wait until no peer is inside a collective. Peers leave promptly: the group is failed, so each
+  // one's next wait throws. A peer that has not entered yet sees the abort when it does (its
+  // `inside` store precedes its abort check, and the abort precedes this scan: seq_cst).
+  void leave_failed() {
+    slot_of(rank_).inside.store(false, std::memory_order_seq_cst);
+    const auto deadline = clock::now() + 2 * st_->opts.timeout;
+    for (int q = 0; q < size(); ++q)
+      while (q != rank_ && slot_of(q).inside.load(std::memory_order_seq_cst) &&
+             clock::now() < deadline)
+        std::this_thread::yield();
   }
 
   // Publishes this rank's buffers for `call` and announces its arrival; in debug mode, waits for
