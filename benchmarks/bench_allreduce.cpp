@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include <meld/dist/thread_comm.hpp>
+#include <meld/distributed/thread_comm.hpp>
 #if defined(MELD_WITH_MPI)
-#include <meld/dist/mpi_comm.hpp>
+#include <meld/distributed/mpi_comm.hpp>
 #endif
 
 namespace {

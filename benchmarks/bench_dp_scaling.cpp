@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include <meld/dist/data_parallel.hpp>
-#include <meld/dist/thread_comm.hpp>
+#include <meld/distributed/data_parallel.hpp>
+#include <meld/distributed/thread_comm.hpp>
 #if defined(MELD_WITH_MPI)
-#include <meld/dist/mpi_comm.hpp>
+#include <meld/distributed/mpi_comm.hpp>
 #endif
 
 #include "toy_models.hpp"

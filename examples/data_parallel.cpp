@@ -10,7 +10,7 @@
 
 #include <meld/dist.hpp>
 
-#include "../tests/dist/toy_models.hpp"
+#include "../tests/distributed/toy_models.hpp"
 
 // One training loop for every backend: only the data_parallel's type differs.
 template <class DP, class Model>

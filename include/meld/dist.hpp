@@ -5,15 +5,15 @@
 
 #include "meld.hpp"
 
-#include "dist/buckets.hpp"
-#include "dist/comm_error.hpp"
-#include "dist/communicator.hpp"
-#include "dist/data_parallel.hpp"
-#include "dist/kv_store.hpp"
-#include "dist/thread_comm.hpp"
+#include "distributed/buckets.hpp"
+#include "distributed/comm_error.hpp"
+#include "distributed/communicator.hpp"
+#include "distributed/data_parallel.hpp"
+#include "distributed/kv_store.hpp"
+#include "distributed/thread_comm.hpp"
 #if defined(MELD_WITH_MPI)
-#include "dist/mpi_comm.hpp"
+#include "distributed/mpi_comm.hpp"
 #endif
 #if defined(MELD_WITH_NCCL)
-#include "dist/nccl_comm.hpp"
+#include "distributed/nccl_comm.hpp"
 #endif

@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include <meld/dist/data_parallel.hpp>
-#include <meld/dist/kv_store.hpp>
-#include <meld/dist/mpi_comm.hpp>
+#include <meld/distributed/data_parallel.hpp>
+#include <meld/distributed/kv_store.hpp>
+#include <meld/distributed/mpi_comm.hpp>
 
 #include "catch.hpp"
 #include "toy_models.hpp"

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include <meld/dist/thread_comm.hpp>
+#include <meld/distributed/thread_comm.hpp>
 
 #include "catch.hpp"
 #include "worker_assertions.hpp"

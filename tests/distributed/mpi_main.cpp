@@ -1,7 +1,7 @@
 // main() for the MPI tests: MPI is initialized around the Catch2 session. Every rank runs the
 // same test cases in the same order; a failure on one rank makes the others time out in their
 // next collective (short timeouts), so a run never hangs.
-#include <meld/dist/mpi_comm.hpp>
+#include <meld/distributed/mpi_comm.hpp>
 
 #if __has_include(<catch2/catch_session.hpp>)
 #include <catch2/catch_session.hpp>

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include <meld/dist/thread_comm.hpp>
+#include <meld/distributed/thread_comm.hpp>
 #include <meld/tensor/factories.hpp>
 
 #include "catch.hpp"

@@ -2,8 +2,8 @@
 // same value everywhere, each server sees only its shard.
 #include <vector>
 
-#include <meld/dist/kv_store.hpp>
-#include <meld/dist/thread_comm.hpp>
+#include <meld/distributed/kv_store.hpp>
+#include <meld/distributed/thread_comm.hpp>
 
 #include "catch.hpp"
 #include "worker_assertions.hpp"

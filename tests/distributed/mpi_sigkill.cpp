@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include <meld/dist/mpi_comm.hpp>
+#include <meld/distributed/mpi_comm.hpp>
 
 int main(int argc, char** argv) {
   meld::mpi_session mpi(argc, argv);

@@ -1,5 +1,5 @@
 // nccl_comm.hpp compiled by nvcc (the CUDA backend's translation units include it).
-#include <meld/dist/nccl_comm.hpp>
+#include <meld/distributed/nccl_comm.hpp>
 
 static_assert(meld::communicator<meld::nccl_comm>);
 

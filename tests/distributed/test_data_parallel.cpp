@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include <meld/dist/data_parallel.hpp>
-#include <meld/dist/thread_comm.hpp>
+#include <meld/distributed/data_parallel.hpp>
+#include <meld/distributed/thread_comm.hpp>
 #include <meld/nn/nn.hpp>
 
 #include "catch.hpp"

@@ -36,7 +36,7 @@
 // A process killed by a signal: Open MPI's mpirun (4.1) then ends the whole job at once, the
 // survivors included, and reports which rank died. With `mpirun --enable-recovery` the survivors
 // keep running, and their pending collective throws comm_error naming the dead rank within
-// about the timeout (tests/dist/mpi_sigkill.cmake checks both behaviours).
+// about the timeout (tests/distributed/mpi_sigkill.cmake checks both behaviours).
 #pragma once
 
 #include <mpi.h>

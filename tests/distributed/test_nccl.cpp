@@ -6,8 +6,8 @@
 #include <span>
 #include <vector>
 
-#include <meld/dist/nccl_comm.hpp>
-#include <meld/dist/thread_comm.hpp>
+#include <meld/distributed/nccl_comm.hpp>
+#include <meld/distributed/thread_comm.hpp>
 
 namespace {
 
