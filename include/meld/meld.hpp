@@ -10,10 +10,11 @@
 
 #include "expr/expression.hpp"
 #include "expr/functors.hpp"
+#include "expr/map.hpp"
 #include "expr/matmul.hpp"
-#include "expr/nodes.hpp"
 #include "expr/operators.hpp"
 #include "expr/reduce.hpp"
+#include "expr/walk.hpp"
 
 #include "tensor/convert.hpp"
 #include "tensor/factories.hpp"
@@ -21,11 +22,13 @@
 #include "tensor/tensor.hpp"
 #include "tensor/tensor_view.hpp"
 
+#include "backend/concept.hpp"
 #include "backend/cpu/async.hpp"
 #include "backend/cpu/cpu.hpp"
 #include "backend/cpu/executor.hpp"
 #include "backend/cpu/stream.hpp"
 #include "backend/cpu/thread_pool.hpp"
+#include "backend/device.hpp"
 #include "backend/policy.hpp"
 
 #include "nn/model.hpp"

@@ -80,7 +80,7 @@ closure_t<E> make_closure(E&& e) {
 }
 
 namespace detail {
-// The uniform shape of a scalar: it matches any shape (see expr/nodes.hpp).
+// The uniform shape of a scalar: it matches any shape (see expr/map.hpp).
 inline const shape_t any_shape{};
 }  // namespace detail
 
@@ -101,15 +101,31 @@ class scalar_expr : public expression_tag {
   T value_;
 };
 
-// The seam between expressions and backends: each backend specializes executor<Backend> with
-// assign (evaluate an expression into a view), reduce (to a scalar) and reduce_axis.
+template <class E>
+inline constexpr bool is_scalar_expr = false;
+template <class T>
+inline constexpr bool is_scalar_expr<scalar_expr<T>> = true;
+
+// The seam between expressions and backends: each backend specializes executor<Backend> (see
+// backend/concept.hpp for what it provides).
 template <class Backend>
 struct executor;
 
 template <class E>
 using value_t = typename std::remove_cvref_t<E>::value_type;
 
+namespace detail {
+template <class E, class = void>
+struct backend_of {
+  using type = no_backend;  // scalars, and the inputs of lowered trees (cursors, device leaves)
+};
 template <class E>
-using backend_t = typename std::remove_cvref_t<E>::backend_type;
+struct backend_of<E, std::void_t<typename E::backend_type>> {
+  using type = typename E::backend_type;
+};
+}  // namespace detail
+
+template <class E>
+using backend_t = typename detail::backend_of<std::remove_cvref_t<E>>::type;
 
 }  // namespace meld

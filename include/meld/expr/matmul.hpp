@@ -43,6 +43,7 @@ class matmul_expr : public expression_tag {
   using backend_type = common_backend_t<backend_t<A>, backend_t<B>>;
   using lhs_type = A;
   using rhs_type = B;
+  static constexpr bool composite = true;  // see expr/walk.hpp
   static_assert(std::is_same_v<value_t<A>, value_t<B>>,
                 "meld::matmul: both operands must have the same element type (use meld::cast)");
 
@@ -55,6 +56,19 @@ class matmul_expr : public expression_tag {
   const shape_t* uniform_shape() const { return &shape_; }
   const A& lhs() const { return a_; }
   const B& rhs() const { return b_; }
+
+  // The product of f(lhs) and f(rhs), computed in that order.
+  template <class F>
+  auto transform(F&& f) const {
+    auto a = f(a_);
+    auto b = f(b_);
+    return matmul_expr<decltype(a), decltype(b)>(std::move(a), std::move(b));
+  }
+  template <class F>
+  void for_each_operand(F&& f) const {
+    f(a_);
+    f(b_);
+  }
 
  private:
   A a_;

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "functors.hpp"
-#include "nodes.hpp"
+#include "map.hpp"
 
 namespace meld {
 
@@ -28,27 +28,16 @@ auto wrap(X&& x) {
   }
 }
 
+// A scalar operand takes the type of the expression beside it.
 template <class Op, class A, class B>
 auto make_binary(A&& a, B&& b) {
-  if constexpr (expression<A> && expression<B>) {
-    auto ca = wrap<A>(std::forward<A>(a));
-    auto cb = wrap<B>(std::forward<B>(b));
-    return binary_expr<Op, decltype(ca), decltype(cb)>(Op{}, std::move(ca), std::move(cb));
-  } else if constexpr (expression<A>) {
-    auto ca = wrap<A>(std::forward<A>(a));
-    auto cb = wrap<A>(std::forward<B>(b));
-    return binary_expr<Op, decltype(ca), decltype(cb)>(Op{}, std::move(ca), std::move(cb));
-  } else {
-    auto ca = wrap<B>(std::forward<A>(a));
-    auto cb = wrap<B>(std::forward<B>(b));
-    return binary_expr<Op, decltype(ca), decltype(cb)>(Op{}, std::move(ca), std::move(cb));
-  }
+  using typed_by = std::conditional_t<expression<A>, A, B>;
+  return make_map(Op{}, wrap<typed_by>(std::forward<A>(a)), wrap<typed_by>(std::forward<B>(b)));
 }
 
 template <class Op, class A>
 auto make_unary(A&& a, Op op = {}) {
-  auto ca = make_closure(std::forward<A>(a));
-  return unary_expr<Op, decltype(ca)>(op, std::move(ca));
+  return make_map(op, make_closure(std::forward<A>(a)));
 }
 
 }  // namespace detail
@@ -126,14 +115,12 @@ auto cast(A&& a) {
 template <expression C, class A, class B>
 requires((expression<A> || scalar_type<A>)&&(expression<B> ||
                                              scalar_type<B>)) auto where(C&& cond, A&& a, B&& b) {
-  auto cc = make_closure(std::forward<C>(cond));
   // A scalar branch takes the type of the other branch (or of the condition if both are scalars).
   using other_a = std::conditional_t<expression<B>, B, C>;
   using other_b = std::conditional_t<expression<A>, A, C>;
-  auto ca = detail::wrap<other_a>(std::forward<A>(a));
-  auto cb = detail::wrap<other_b>(std::forward<B>(b));
-  return ternary_expr<ops::select, decltype(cc), decltype(ca), decltype(cb)>(
-      ops::select{}, std::move(cc), std::move(ca), std::move(cb));
+  return detail::make_map(ops::select{}, make_closure(std::forward<C>(cond)),
+                          detail::wrap<other_a>(std::forward<A>(a)),
+                          detail::wrap<other_b>(std::forward<B>(b)));
 }
 
 }  // namespace meld

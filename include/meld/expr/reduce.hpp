@@ -134,6 +134,7 @@ class reduce_expr : public expression_tag {
   using backend_type = backend_t<A>;
   using reducer_type = R;
   using operand_type = A;
+  static constexpr bool composite = true;  // see expr/walk.hpp
 
   reduce_expr(A a, long axis, bool keepdims) : a_(std::move(a)), keepdims_(keepdims) {
     const shape_t& in = a_.shape();
@@ -153,6 +154,17 @@ class reduce_expr : public expression_tag {
   const A& operand() const { return a_; }
   int axis() const { return axis_; }
   bool keepdims() const { return keepdims_; }
+
+  // The same reduction of f(operand).
+  template <class F>
+  auto transform(F&& f) const {
+    auto a = f(a_);
+    return reduce_expr<R, decltype(a)>(std::move(a), axis_, keepdims_);
+  }
+  template <class F>
+  void for_each_operand(F&& f) const {
+    f(a_);
+  }
 
  private:
   A a_;

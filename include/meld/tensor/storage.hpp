@@ -11,34 +11,26 @@
 
 namespace meld {
 
-// What a backend tracks per storage to order asynchronous work on it (nothing, for synchronous
-// backends). Asynchronous backends specialize it (see backend/cpu/async.hpp).
-template <class Backend>
-struct access_tracking {
-  struct type {};
-};
-
 template <class T, class Backend>
 class storage {
  public:
-  explicit storage(index_t n) : size_(n) {
+  // n elements on the current device of the backend.
+  explicit storage(index_t n) : size_(n), device_(memory<Backend>::current_device()) {
     if (static_cast<std::size_t>(n) > std::numeric_limits<std::size_t>::max() / sizeof(T))
       throw allocation_error(detail::cat("meld: ", n, " elements do not fit in memory"));
     data_ = static_cast<T*>(memory<Backend>::allocate(static_cast<std::size_t>(n) * sizeof(T)));
   }
+  // The ordering state goes along, so that backends can free after queued work (CUDA).
   ~storage() {
-    const std::size_t bytes = static_cast<std::size_t>(size_) * sizeof(T);
-    // Backends that order frees after queued work (CUDA) take the ordering state too.
-    if constexpr (requires { memory<Backend>::deallocate(data_, bytes, access_); })
-      memory<Backend>::deallocate(data_, bytes, access_);
-    else
-      memory<Backend>::deallocate(data_, bytes);
+    memory<Backend>::deallocate(data_, static_cast<std::size_t>(size_) * sizeof(T), access_);
   }
   storage(const storage&) = delete;
   storage& operator=(const storage&) = delete;
 
+  // In the backend's memory: only its executor may dereference it (tensor_base.hpp).
   T* data() const { return data_; }
   index_t size() const { return size_; }
+  int device() const { return device_; }
 
   // Ordering state of asynchronous work on this memory (empty for synchronous backends).
   typename access_tracking<Backend>::type& access() const { return access_; }
@@ -46,6 +38,7 @@ class storage {
  private:
   [[no_unique_address]] mutable typename access_tracking<Backend>::type access_;
   index_t size_ = 0;
+  int device_ = 0;
   T* data_ = nullptr;
 };
 

@@ -105,7 +105,8 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   }
 
   // Pointer to the first element. With an asynchronous backend these wait for queued work on the
-  // tensor first (the const ones for its last write, the others for every access).
+  // tensor first (the const ones for its last write, the others for every access). They compile
+  // only for backends whose memory the host can address (not sim, not cuda: use meld::to).
   T* data() {
     this->host_access(true);
     return this->data_;
@@ -180,6 +181,7 @@ template <class T, class Backend>
 class tensor_ref : public expression_tag {
  public:
   using value_type = T;
+  using element_type = const T;
   using backend_type = Backend;
 
   explicit tensor_ref(const tensor<T, Backend>& t) : t_(&t) {}
@@ -188,6 +190,8 @@ class tensor_ref : public expression_tag {
   const strides_t& strides() const { return t_->strides(); }
   const T* data() const { return t_->data(); }
   const T* raw_data() const { return t_->raw_data(); }
+  const auto& storage_ptr() const { return t_->storage_ptr(); }
+  bool is_contiguous() const { return true; }
   const tensor<T, Backend>& get() const { return *t_; }
   tensor_view<const T, Backend> view() const { return t_->view(); }
 

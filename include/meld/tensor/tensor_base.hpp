@@ -48,28 +48,35 @@ class strided_tensor : public expression_tag {
   // The storage this tensor or view reads (shared with every view of it).
   const std::shared_ptr<storage_type>& storage_ptr() const { return storage_; }
 
-  // The pointer to element (0, ..., 0) without waiting for queued work: for executors and
-  // streams, which run in stream order. Host code uses data() (and element access), which waits.
+  // The pointer to element (0, ..., 0) in the backend's memory, without waiting for queued work:
+  // the accessor of executors, kernels and communicators, which run in stream order and know
+  // where the memory is (on a device backend, the host must not dereference it). Host code uses
+  // data() and element access, which wait, and compile only for host-accessible backends.
   element_type* raw_data() const { return data_; }
+
+  // The device of the backend that the elements live on (0 for the CPU).
+  int device() const { return storage_ ? storage_->device() : memory<Backend>::current_device(); }
 
   // Waits until queued work that writes this tensor has run, and rethrows an error it raised
   // (asynchronous backends; returns at once for synchronous ones).
-  void wait() const { host_access(false); }
+  void wait() const {
+    if (storage_) storage_->access().wait_host(false);
+  }
 
   // Element at the given indices (one per axis; negative counts from the end). Checked: a wrong
   // count or an index out of range throws. For bulk work use expressions, not this.
   // (Only for backends whose memory the host can read; copy device tensors with meld::to first.)
   template <std::integral... I>
-  requires Backend::host_accessible decltype(auto) operator()(I... idx) {
+  decltype(auto) operator()(I... idx) {
     return derived().data()[offset_of(idx...)];
   }
   template <std::integral... I>
-  requires Backend::host_accessible decltype(auto) operator()(I... idx) const {
+  decltype(auto) operator()(I... idx) const {
     return derived().data()[offset_of(idx...)];
   }
 
-  // The value of a one-element tensor (any rank).
-  value_type item() const requires Backend::host_accessible {
+  // The value of a one-element tensor (any rank); host-accessible backends only.
+  value_type item() const {
     if (size() != 1)
       throw shape_error(
           detail::cat("item: tensor of shape ", shape_, " has ", size(), " elements, not 1"));
@@ -133,9 +140,8 @@ class strided_tensor : public expression_tag {
 
   // Before the host reads (write = false) or writes the elements: waits for queued work.
   void host_access(bool write) const {
-    if constexpr (requires(storage_type & st) { st.access().wait_host(write); }) {
-      if (storage_) storage_->access().wait_host(write);
-    }
+    detail::require_host_access<Backend>();
+    if (storage_) storage_->access().wait_host(write);
   }
 
   Derived& derived() { return static_cast<Derived&>(*this); }

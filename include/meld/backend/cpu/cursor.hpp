@@ -1,17 +1,15 @@
-// Cursors: the CPU evaluator's mirror of an expression tree, for one contiguous row. A leaf cursor
-// is just the pointer to its row; the row kernel copies the cursor tree into locals, so that after
-// inlining the inner loop works on registers only (no reloads through the expression tree, which
-// is what makes xtensor's loops slow).
+// The inputs of CPU kernels, for one contiguous row: a leaf cursor is just the pointer to its row,
+// a scalar cursor its value (see lower.hpp for the tree above them), and the destination.
 //
 // Rows are always contiguous: the shared driver in loops.hpp replicates broadcast operands and
 // packs strided ones into small buffers (as numpy's buffered ufunc loops do), so each expression
 // compiles to exactly one SIMD kernel.
 //
-// Every cursor offers, for its current row:
+// Every input cursor offers, for its current row:
 //   get(j)                  the scalar value at index j
 //   load<Batch>(j)          a SIMD batch of the values at j .. j + Batch::size
 //   load_tail<Batch>(j, n)  the n < Batch::size values at j .., zero-padded
-//   set_rows(rows, k)       take row pointers rows[k], rows[k + 1], ... (one per leaf)
+//   set_rows(rows, k)       take the row pointer rows[k] (leaves; k advances) or nothing (scalars)
 #pragma once
 
 #include <cstdint>
@@ -218,83 +216,6 @@ struct scalar_cursor {
   template <class Batch>
   MELD_INLINE Batch load_tail(index_t, index_t) const {
     return Batch(value);
-  }
-};
-
-// ---- nodes --------------------------------------------------------------------------------------
-
-template <class Op, class... C>
-struct node_cursor;
-
-template <class Op, class A>
-struct node_cursor<Op, A> {
-  using value_type =
-      std::remove_cvref_t<decltype(std::declval<Op>()(std::declval<typename A::value_type>()))>;
-  static constexpr int leaf_count = A::leaf_count;
-  [[no_unique_address]] Op op;
-  A a;
-
-  MELD_INLINE void set_rows(char* const* rows, int& k) { a.set_rows(rows, k); }
-  MELD_INLINE value_type get(index_t j) const { return op(a.get(j)); }
-  template <class Batch>
-  MELD_INLINE auto load(index_t j) const {
-    return op(a.template load<Batch>(j));
-  }
-  template <class Batch>
-  MELD_INLINE auto load_tail(index_t j, index_t n) const {
-    return op(a.template load_tail<Batch>(j, n));
-  }
-};
-
-template <class Op, class A, class B>
-struct node_cursor<Op, A, B> {
-  using value_type = std::remove_cvref_t<decltype(std::declval<Op>()(
-      std::declval<typename A::value_type>(), std::declval<typename B::value_type>()))>;
-  static constexpr int leaf_count = A::leaf_count + B::leaf_count;
-  [[no_unique_address]] Op op;
-  A a;
-  B b;
-
-  MELD_INLINE void set_rows(char* const* rows, int& k) {
-    a.set_rows(rows, k);
-    b.set_rows(rows, k);
-  }
-  MELD_INLINE value_type get(index_t j) const { return op(a.get(j), b.get(j)); }
-  template <class Batch>
-  MELD_INLINE auto load(index_t j) const {
-    return op(a.template load<Batch>(j), b.template load<Batch>(j));
-  }
-  template <class Batch>
-  MELD_INLINE auto load_tail(index_t j, index_t n) const {
-    return op(a.template load_tail<Batch>(j, n), b.template load_tail<Batch>(j, n));
-  }
-};
-
-template <class Op, class A, class B, class C>
-struct node_cursor<Op, A, B, C> {
-  using value_type = std::remove_cvref_t<decltype(std::declval<Op>()(
-      std::declval<typename A::value_type>(), std::declval<typename B::value_type>(),
-      std::declval<typename C::value_type>()))>;
-  static constexpr int leaf_count = A::leaf_count + B::leaf_count + C::leaf_count;
-  [[no_unique_address]] Op op;
-  A a;
-  B b;
-  C c;
-
-  MELD_INLINE void set_rows(char* const* rows, int& k) {
-    a.set_rows(rows, k);
-    b.set_rows(rows, k);
-    c.set_rows(rows, k);
-  }
-  MELD_INLINE value_type get(index_t j) const { return op(a.get(j), b.get(j), c.get(j)); }
-  template <class Batch>
-  MELD_INLINE auto load(index_t j) const {
-    return op(a.template load<Batch>(j), b.template load<Batch>(j), c.template load<Batch>(j));
-  }
-  template <class Batch>
-  MELD_INLINE auto load_tail(index_t j, index_t n) const {
-    return op(a.template load_tail<Batch>(j, n), b.template load_tail<Batch>(j, n),
-              c.template load_tail<Batch>(j, n));
   }
 };
 

@@ -8,8 +8,8 @@
 #include <memory>
 #include <type_traits>
 
+#include "../plan.hpp"
 #include "cursor.hpp"
-#include "plan.hpp"
 
 #include "gcc12_warnings.hpp"  // push
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "../../core/config.hpp"
@@ -40,10 +41,21 @@ inline void* cpu_allocate(std::size_t bytes) {
 
 }  // namespace detail
 
+// Host memory is one device, 0.
 template <class Policy>
 struct memory<cpu<Policy>> {
   static void* allocate(std::size_t bytes) { return detail::cpu_allocate(bytes); }
-  static void deallocate(void* p, std::size_t) noexcept { std::free(p); }
+  template <class Access>
+  static void deallocate(void* p, std::size_t, Access&) noexcept {
+    std::free(p);
+  }
+  static int device_count() { return 1; }
+  static int current_device() { return 0; }
+  static void set_current_device(int device) {
+    if (device != 0)
+      throw std::invalid_argument(
+          detail::cat("meld::cpu: device ", device, " does not exist (the host is device 0)"));
+  }
 };
 
 }  // namespace meld

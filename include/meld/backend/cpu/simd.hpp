@@ -25,4 +25,15 @@ using simd_arch = xsimd::avx512dq;
 using simd_arch = xsimd::default_arch;
 #endif
 
+// The SIMD batch of T. In files compiled by nvcc the CPU evaluator runs scalar loops (vectorized
+// by the host compiler where it can): nvcc would also compile the __host__ __device__ functors for
+// xsimd's vector types as device code, which it cannot.
+#if defined(__CUDACC__)
+template <class T>
+using batch_for = void;
+#else
+template <class T>
+using batch_for = xsimd::batch<T, simd_arch>;
+#endif
+
 }  // namespace meld::detail

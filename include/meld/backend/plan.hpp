@@ -1,5 +1,6 @@
-// The iteration plan of one evaluation: the iteration shape with axes of extent 1 dropped and
-// adjacent axes merged wherever every operand is contiguous across them. Contiguous operands of
+// The iteration plan of one evaluation, shared by the backends (the CPU loops walk it; the CUDA
+// kernels take its coalesced shape and strides): the iteration shape with axes of extent 1 dropped
+// and adjacent axes merged wherever every operand is contiguous across them. Contiguous operands of
 // one shape become a single flat axis; y = m + v with m {4096, 4096} and v {4096} stays two axes
 // with a contiguous inner one.
 #pragma once
@@ -7,10 +8,10 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "../../core/config.hpp"
-#include "../../core/shape.hpp"
+#include "../core/config.hpp"
+#include "../core/shape.hpp"
 
-namespace meld::detail::cpu_eval {
+namespace meld::detail {
 
 // How a row function uses an operand: reads it, writes it, or takes its pointer as it is (the
 // driver packs and unpacks rows of read and written operands that are not contiguous).
@@ -99,4 +100,19 @@ plan<N> make_plan(const shape_t& shape, char* const* base, const std::size_t* el
   return p;
 }
 
-}  // namespace meld::detail::cpu_eval
+// Operands 0 .. N-1 of a flat evaluation of n elements: each contiguous from ptrs[k].
+template <int N>
+plan<N> flat_plan(index_t n, char* const* ptrs, const std::size_t* elems) {
+  plan<N> p;
+  p.shape[0] = n;
+  p.size = n;
+  for (int k = 0; k < N; ++k) {
+    p.base[k] = ptrs[k];
+    p.elem[k] = static_cast<index_t>(elems[k]);
+    p.strides[k][0] = p.elem[k];
+    p.inner[k] = 1;
+  }
+  return p;
+}
+
+}  // namespace meld::detail

@@ -1,0 +1,65 @@
+// meld::backend<B>: everything a backend provides, in one place. Every backend states
+// `static_assert(meld::backend<its tag>)` after its definitions; docs/backends.md walks through
+// writing one.
+//
+// A backend is a tag type B (cpu<Policy>, sim<Policy>, cuda<Policy>) with
+//   B::policy           meld::sync (an operation has finished when the call returns) or
+//                       meld::async (it is enqueued; host access waits for it)
+//   B::name             for messages
+//   B::host_accessible  whether the host may address the elements (data(), element access, ...)
+// and specializations of
+//   memory<B>           allocate(bytes) -> void*, deallocate(p, bytes, access) (noexcept),
+//                       device_count(), current_device(), set_current_device(d)
+//   access_tracking<B>  ::type, the ordering state kept per storage, with wait_host(write)
+//   executor<B>         the operations, on tensors and views of B, expressions of B:
+//     fill(dst, value)                      dst = value (a contiguous tensor)
+//     assign(dst, e)                        dst = e (e broadcasts to dst; overlaps handled)
+//     reduce<R>(e) -> scalar_result_t<B, reduce_result_t<R, E>>      over all elements
+//     reduce_axis<R>(dst, e, axis)          along one axis into dst
+//     gemm(alpha, a, b, beta, c)            c = alpha a b + beta c (c overlaps neither)
+//     copy_from_host(dst, const T* src)     a contiguous tensor from host memory
+//     copy_to_host(T* dst, src)             ... into host memory (waits for src)
+//     copy(dst, src)                        between tensors of B, on any devices of B
+// Mixing devices in one operation is an error that names both. Nothing above backend/ may assume
+// more than this (host access compiles only where B::host_accessible).
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+
+#include "../expr/reduce.hpp"
+#include "../tensor/tensor.hpp"
+#include "backend.hpp"
+
+namespace meld {
+
+template <class B>
+concept backend = requires(std::size_t bytes, void* p, int device, float* host, const float* chost,
+                           float value, tensor<float, B>& t, const tensor<float, B>& ct,
+                           const tensor_view<float, B>& dst, const tensor_view<const float, B>& src,
+                           typename access_tracking<B>::type& access) {
+  typename B::policy;
+  requires std::same_as<typename B::policy, sync> || std::same_as<typename B::policy, async>;
+  { B::name } -> std::convertible_to<const char*>;
+  { B::host_accessible } -> std::convertible_to<bool>;
+
+  { memory<B>::allocate(bytes) } -> std::same_as<void*>;
+  { memory<B>::deallocate(p, bytes, access) }
+  noexcept;
+  { memory<B>::device_count() } -> std::same_as<int>;
+  { memory<B>::current_device() } -> std::same_as<int>;
+  memory<B>::set_current_device(device);
+
+  access.wait_host(true);
+
+  executor<B>::fill(t, value);
+  executor<B>::assign(dst, src);
+  { executor<B>::template reduce<reducers::sum>(src) } -> std::same_as<scalar_result_t<B, float>>;
+  executor<B>::template reduce_axis<reducers::sum>(dst, src, device);
+  executor<B>::gemm(value, src, src, value, dst);
+  executor<B>::copy_from_host(t, chost);
+  executor<B>::copy_to_host(host, ct);
+  executor<B>::copy(t, ct);
+};
+
+}  // namespace meld

@@ -1,0 +1,88 @@
+// Matrix products on the CPU: the bridge from expressions (strided views, transposes, batches) to
+// the packed kernel in gemm.hpp; a product inside a larger expression is computed once, into a
+// temporary.
+#pragma once
+
+#include <algorithm>
+#include <type_traits>
+
+#include "../../expr/matmul.hpp"
+#include "../../tensor/tensor.hpp"
+#include "assign.hpp"
+#include "gemm.hpp"
+#include "thread_pool.hpp"
+
+#include "gcc12_warnings.hpp"  // push
+
+namespace meld::detail::cpu_eval {
+
+// An operand of a product as strided memory: leaves are used in place, other expressions are
+// evaluated into a temporary first.
+template <class T>
+struct strided_operand {
+  const T* data;
+  shape_t shape;
+  strides_t strides;
+  tensor<T, cpu<>> temporary;
+};
+
+template <class T, class E>
+strided_operand<T> as_strided(const E& e) {
+  if constexpr (strided_leaf<E> && std::is_same_v<value_t<E>, T>) {
+    return {e.raw_data(), e.shape(), e.strides(), tensor<T, cpu<>>()};
+  } else {
+    tensor<T, cpu<>> t(e.shape(), uninitialized);
+    assign(t, e);
+    const T* data = t.raw_data();
+    return {data, t.shape(), t.strides(), std::move(t)};
+  }
+}
+
+// c = alpha a b + beta c for rank-2 or rank-3 (batched) operands; c does not overlap a or b.
+template <class T, class A, class B, class C>
+void gemm_into(T alpha, const A& a_expr, const B& b_expr, T beta, const C& c_view) {
+  const strided_operand<T> a = as_strided<T>(a_expr), b = as_strided<T>(b_expr);
+  const shape_t& cs = c_view.shape();
+  const int rc = cs.size();
+  const index_t batches = rc == 3 ? cs[0] : 1;
+  auto matrix = [](const auto* data, const shape_t& s, const strides_t& st, index_t batch) {
+    const int r = s.size();
+    const index_t offset = r == 3 ? batch * st[0] : 0;
+    using P = std::remove_const_t<std::remove_pointer_t<decltype(data)>>;
+    return matrix_ref<std::add_const_t<P>>{data + offset, s[r - 2], s[r - 1], st[r - 2], st[r - 1]};
+  };
+  T* c_data = const_cast<T*>(c_view.raw_data());
+  auto one = [&](index_t batch) {
+    const index_t c_off = rc == 3 ? batch * c_view.strides()[0] : 0;
+    matrix_ref<T> c{c_data + c_off, cs[rc - 2], cs[rc - 1], c_view.strides()[rc - 2],
+                    c_view.strides()[rc - 1]};
+    gemm(alpha, matrix(a.data, a.shape, a.strides, batch),
+         matrix(b.data, b.shape, b.strides, batch), beta, c);
+  };
+  // A batch of products too small to use the threads one by one runs one product per task (each
+  // on one thread; the results do not depend on the thread count either way).
+  const index_t k = a.shape.back(), work = cs[rc - 2] * cs[rc - 1] * k;
+  const int threads = thread_pool::global().size();
+  if (batches > 1 && threads > 1 && work < gemm_parallel_work * threads &&
+      work * batches >= gemm_parallel_work && !thread_pool::in_task()) {
+    const index_t tasks = std::min<index_t>(batches, index_t(threads) * 4);
+    thread_pool::global().parallel_for(tasks, [&](index_t t) {
+      for (index_t batch = batches * t / tasks; batch < batches * (t + 1) / tasks; ++batch)
+        one(batch);
+    });
+    return;
+  }
+  for (index_t batch = 0; batch < batches; ++batch) one(batch);
+}
+
+template <class A, class B>
+tensor<typename matmul_expr<A, B>::value_type, cpu<>> materialize(const matmul_expr<A, B>& e) {
+  using V = typename matmul_expr<A, B>::value_type;
+  tensor<V, cpu<>> t(e.shape(), uninitialized);
+  gemm_into(V(1), e.lhs(), e.rhs(), V(0), t);
+  return t;
+}
+
+}  // namespace meld::detail::cpu_eval
+
+#include "gcc12_warnings.hpp"  // pop
