@@ -30,6 +30,9 @@
 #include "backend/cpu/thread_pool.hpp"
 #include "backend/device.hpp"
 #include "backend/policy.hpp"
+#include "backend/sim/executor.hpp"
+#include "backend/sim/memory.hpp"
+#include "backend/sim/sim.hpp"
 
 #include "nn/model.hpp"
 
@@ -38,7 +41,6 @@
 #include "backend/cuda/cuda.hpp"
 #include "backend/cuda/executor.hpp"
 #include "backend/cuda/half.hpp"
-#include "backend/cuda/ops.hpp"
 #include "backend/cuda/stream.hpp"
 #endif
 

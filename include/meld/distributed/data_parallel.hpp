@@ -51,24 +51,24 @@
 //   * Failures: a worker that throws aborts the communicator (the others throw comm_error at once
 //     instead of waiting), and the step rethrows the exception that caused it. Afterwards the
 //     data_parallel refuses further steps.
+//
+// Here: the class; the buckets' packing and launching is in detail/bucket_engine.hpp, the threads
+// of threads mode in detail/worker_crew.hpp, the same-model check in detail/same_model.hpp.
 #pragma once
 
 #include <algorithm>
 #include <any>
 #include <array>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -78,6 +78,9 @@
 #include "buckets.hpp"
 #include "buffer.hpp"
 #include "communicator.hpp"
+#include "detail/bucket_engine.hpp"
+#include "detail/same_model.hpp"
+#include "detail/worker_crew.hpp"
 #include "thread_comm.hpp"
 
 namespace meld {
@@ -119,93 +122,6 @@ concept reports_ready_gradients = model<M> &&
 };
 
 }  // namespace nn
-
-namespace detail::dist {
-
-// k - 1 persistent threads that run a job with the calling thread: job(0) on the caller, job(i)
-// on thread i.
-class worker_crew {
- public:
-  explicit worker_crew(int workers) : errors_(static_cast<std::size_t>(workers)) {
-    for (int i = 1; i < workers; ++i) threads_.emplace_back([this, i] { loop(i); });
-  }
-  ~worker_crew() {
-    {
-      std::lock_guard lock(mutex_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-  worker_crew(const worker_crew&) = delete;
-  worker_crew& operator=(const worker_crew&) = delete;
-
-  // Runs job on every worker; returns each worker's exception (null if none).
-  const std::vector<std::exception_ptr>& run(const std::function<void(int)>& job) {
-    std::fill(errors_.begin(), errors_.end(), nullptr);
-    {
-      std::lock_guard lock(mutex_);
-      job_ = &job;
-      remaining_ = static_cast<int>(threads_.size());
-      ++generation_;
-    }
-    cv_.notify_all();
-    call(job, 0);
-    std::unique_lock lock(mutex_);
-    done_cv_.wait(lock, [&] { return remaining_ == 0; });
-    job_ = nullptr;
-    return errors_;
-  }
-
- private:
-  void call(const std::function<void(int)>& job, int i) {
-    try {
-      job(i);
-    } catch (...) {
-      errors_[static_cast<std::size_t>(i)] = std::current_exception();
-    }
-  }
-  void loop(int i) {
-    std::uint64_t seen = 0;
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      cv_.wait(lock, [&] { return quit_ || generation_ != seen; });
-      if (quit_) return;
-      seen = generation_;
-      const auto* job = job_;
-      lock.unlock();
-      call(*job, i);
-      lock.lock();
-      if (--remaining_ == 0) done_cv_.notify_all();
-    }
-  }
-
-  std::vector<std::thread> threads_;
-  std::vector<std::exception_ptr> errors_;
-  std::mutex mutex_;
-  std::condition_variable cv_, done_cv_;
-  const std::function<void(int)>* job_ = nullptr;
-  std::uint64_t generation_ = 0;
-  int remaining_ = 0;
-  bool quit_ = false;
-};
-
-inline std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-inline std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::size_t a = 0;
-  for (std::size_t b; (b = s.find(sep, a)) != std::string::npos; a = b + 1)
-    out.push_back(s.substr(a, b - a));
-  if (a < s.size()) out.push_back(s.substr(a));
-  return out;
-}
-
-}  // namespace detail::dist
 
 template <nn::model Model, communicator Comm>
 class data_parallel {
@@ -334,7 +250,7 @@ class data_parallel {
   int local_workers() const { return static_cast<int>(workers_.size()); }
   int world_size() const { return workers_[0]->comm->size(); }
   int rank() const { return workers_[0]->comm->rank(); }
-  const std::vector<gradient_bucket>& buckets() const { return buckets_; }
+  const std::vector<gradient_bucket>& buckets() const { return plan_.buckets; }
   const step_timing& last_timing() const { return timing_; }
 
   // The model-like operations an optimizer or checkpoint uses act on model(); train() and
@@ -356,15 +272,8 @@ class data_parallel {
 
  private:
   using clock = std::chrono::steady_clock;
-  using request_type = decltype(std::declval<Comm&>().allreduce_async(
-      std::declval<std::span<value_type>>(), reduce_op::sum));
-  using counts_request_type = decltype(std::declval<Comm&>().allreduce_async(
-      std::declval<std::span<double>>(), reduce_op::sum));
-
-  struct param_ref {
-    tensor_type* param;
-    tensor_type* grad;
-  };
+  using param_ref = detail::dist::param_ref<tensor_type>;
+  using bucket_engine = detail::dist::bucket_engine<value_type, backend_type, Comm>;
 
   struct worker {
     Model* model = nullptr;
@@ -373,13 +282,7 @@ class data_parallel {
     std::vector<param_ref> params;
     std::vector<tensor_type*> buffers;
     std::vector<std::pair<const tensor_type*, int>> grad_index;  // sorted by address
-    std::vector<tensor_type> bucket_data;
-    std::vector<request_type> requests;
-    std::vector<char> ready;
-    std::vector<std::size_t> ready_count;
-    std::size_t next_bucket = 0;
-    bool in_backward = false;
-    int launched_in_backward = 0;
+    std::optional<bucket_engine> buckets;
     std::array<double, 4> counts{};  // window samples, step samples, step loss sum, active
     double window_samples = 0;
     tensor_type x, grad_out;
@@ -522,12 +425,8 @@ class data_parallel {
     Comm& c = *w.comm;
     w.counts = {w.window_samples, static_cast<double>(n), loss_sum, active ? 1.0 : 0.0};
     auto counts_request = c.allreduce_async(std::span<double>(w.counts), reduce_op::sum);
-    std::fill(w.ready.begin(), w.ready.end(), 0);
-    std::fill(w.ready_count.begin(), w.ready_count.end(), 0);
-    w.next_bucket = 0;
-    w.launched_in_backward = 0;
+    w.buckets->start();
     if (run_backward) {
-      w.in_backward = true;
       if constexpr (nn::reports_ready_gradients<Model>) {
         struct context {
           data_parallel* dp;
@@ -537,39 +436,27 @@ class data_parallel {
         hook.context = &ctx;
         hook.notify = [](void* p, tensor_type& g) {
           auto* cx = static_cast<context*>(p);
-          cx->dp->mark_ready(*cx->w, cx->dp->index_of(*cx->w, g));
+          cx->w->buckets->mark_ready(*cx->w->comm, cx->w->params, cx->dp->index_of(*cx->w, g),
+                                     /*during_backward=*/true);
         };
         w.model->backward(w.grad_out, hook);
       } else {
         w.model->backward(w.grad_out);
       }
-      w.in_backward = false;
     }
     const auto t2 = clock::now();
-    for (std::size_t i = 0; i < w.params.size(); ++i) mark_ready(w, static_cast<int>(i));
+    for (std::size_t i = 0; i < w.params.size(); ++i)
+      w.buckets->mark_ready(c, w.params, static_cast<int>(i), /*during_backward=*/false);
     counts_request.wait();
-    for (auto& r : w.requests) r.wait();
+    w.buckets->wait();
     const auto t3 = clock::now();
-    const double total = w.counts[0];
-    for (std::size_t b = 0; b < buckets_.size(); ++b) {
-      const gradient_bucket& bk = buckets_[b];
-      for (std::size_t i = 0; i < bk.params.size(); ++i) {
-        tensor_type& g = *w.params[static_cast<std::size_t>(bk.params[i])].grad;
-        const index_t size = g.size();
-        if (size == 0) continue;
-        if (total > 0)
-          g.flatten() = w.bucket_data[b].slice(range(bk.offsets[i], bk.offsets[i] + size)) /
-                        static_cast<value_type>(total);
-        else
-          g = value_type(0);
-      }
-    }
+    w.buckets->unpack_mean(w.params, w.counts[0]);
     w.timing = {seconds(clock::now() - t0),
                 seconds(t1 - t0),
                 seconds(t2 - t1),
                 seconds(t3 - t2),
-                static_cast<int>(buckets_.size()),
-                w.launched_in_backward};
+                static_cast<int>(plan_.buckets.size()),
+                w.buckets->launched_during_backward()};
     return w.counts[3] > 0;
   }
 
@@ -581,35 +468,6 @@ class data_parallel {
           "data_parallel: the model's backward reported a gradient that visit_parameters does "
           "not hand out");
     return it->second;
-  }
-
-  void mark_ready(worker& w, int p) {
-    if (w.ready[static_cast<std::size_t>(p)]) return;
-    w.ready[static_cast<std::size_t>(p)] = 1;
-    ++w.ready_count[static_cast<std::size_t>(bucket_of_[static_cast<std::size_t>(p)])];
-    // Buckets start strictly in order, so every rank issues the same collectives in the same
-    // order whatever order its gradients become ready in.
-    while (w.next_bucket < buckets_.size() &&
-           w.ready_count[w.next_bucket] == buckets_[w.next_bucket].params.size()) {
-      launch(w, w.next_bucket++);
-      if (w.in_backward) ++w.launched_in_backward;
-    }
-  }
-
-  void launch(worker& w, std::size_t b) {
-    pack(w, b, /*grads=*/true);
-    w.requests[b] =
-        w.comm->allreduce_async(detail::dist::as_span(w.bucket_data[b]), reduce_op::sum);
-  }
-
-  void pack(worker& w, std::size_t b, bool grads) {
-    const gradient_bucket& bk = buckets_[b];
-    for (std::size_t i = 0; i < bk.params.size(); ++i) {
-      const param_ref& p = w.params[static_cast<std::size_t>(bk.params[i])];
-      const tensor_type& src = grads ? *p.grad : *p.param;
-      if (src.size() == 0) continue;
-      w.bucket_data[b].slice(range(bk.offsets[i], bk.offsets[i] + src.size())) = src.flatten();
-    }
   }
 
   // Re-reads the model's parameter list (the tensors may have been replaced) and checks that it
@@ -637,87 +495,19 @@ class data_parallel {
 
   // ---- construction -----------------------------------------------------------------------------
 
-  // What must be equal on every rank: the parameters and buffers (names, types, shapes) and the
-  // bucket cap. One entry per line.
-  std::string describe(Model& m) const {
-    std::string d = detail::cat("bucket cap ", options_.bucket_bytes, " bytes\n");
-    m.visit_parameters([&](std::string_view name, tensor_type& p, tensor_type& g) {
-      if (!(g.shape() == p.shape()))
-        throw shape_error(detail::cat("data_parallel: parameter '", name, "' has shape ", p.shape(),
-                                      " but its gradient has shape ", g.shape()));
-      d += detail::cat("parameter '", name, "' ", type_name<value_type>(), " ", p.shape(), "\n");
-    });
-    m.visit_buffers([&](std::string_view name, tensor_type& b) {
-      d += detail::cat("buffer '", name, "' ", type_name<value_type>(), " ", b.shape(), "\n");
-    });
-    return d;
-  }
-
   void setup() {
     Model& m0 = *workers_[0]->model;
     m0.visit_parameters(
         [&](std::string_view, tensor_type& p, tensor_type&) { sizes_.push_back(p.size()); });
-    buckets_ = make_buckets(sizes_, sizeof(value_type), options_.bucket_bytes);
-    bucket_of_.assign(sizes_.size(), 0);
-    for (std::size_t b = 0; b < buckets_.size(); ++b)
-      for (int p : buckets_[b].params)
-        bucket_of_[static_cast<std::size_t>(p)] = static_cast<int>(b);
+    plan_ = detail::dist::bucket_plan(sizes_, sizeof(value_type), options_.bucket_bytes);
     guarded([&](worker& w) {
-      check_same_model(w);
+      detail::dist::check_same_model(*w.comm, *w.model, options_.bucket_bytes);
       refresh(w);
-      w.ready.assign(sizes_.size(), 0);
-      w.ready_count.assign(buckets_.size(), 0);
-      w.requests.resize(buckets_.size());
-      for (const auto& bk : buckets_) w.bucket_data.emplace_back(shape_t{bk.size});
+      w.buckets.emplace(plan_);
       // Rank 0's parameters (through the buckets) and buffers go to every rank.
-      for (std::size_t b = 0; b < buckets_.size(); ++b) {
-        pack(w, b, /*grads=*/false);
-        w.comm->broadcast(detail::dist::as_span(w.bucket_data[b]), 0);
-        const gradient_bucket& bk = buckets_[b];
-        for (std::size_t i = 0; i < bk.params.size(); ++i) {
-          tensor_type& p = *w.params[static_cast<std::size_t>(bk.params[i])].param;
-          if (p.size() == 0) continue;
-          p.flatten() = w.bucket_data[b].slice(range(bk.offsets[i], bk.offsets[i] + p.size()));
-        }
-      }
+      w.buckets->broadcast_parameters(*w.comm, w.params);
       for (tensor_type* b : w.buffers) w.comm->broadcast(detail::dist::as_span(*b), 0);
     });
-  }
-
-  // Every rank compares a hash of its description; if they differ, rank 0's description is
-  // broadcast and each rank names its first difference from it.
-  void check_same_model(worker& w) {
-    Comm& c = *w.comm;
-    const std::string mine = describe(*w.model);
-    std::vector<std::int64_t> hash{static_cast<std::int64_t>(detail::dist::fnv1a(mine))};
-    std::vector<std::int64_t> all(static_cast<std::size_t>(c.size()));
-    c.allgather(hash, all);
-    std::vector<int> differ;
-    for (int r = 0; r < c.size(); ++r)
-      if (all[static_cast<std::size_t>(r)] != all[0]) differ.push_back(r);
-    if (differ.empty()) return;
-    std::vector<std::int64_t> length{static_cast<std::int64_t>(mine.size())};
-    c.broadcast(length, 0);
-    std::vector<std::int64_t> words(static_cast<std::size_t>((length[0] + 7) / 8));
-    if (c.rank() == 0) std::memcpy(words.data(), mine.data(), mine.size());
-    c.broadcast(words, 0);
-    const std::string theirs(reinterpret_cast<const char*>(words.data()),
-                             static_cast<std::size_t>(length[0]));
-    std::string msg = detail::cat("data_parallel: the ranks hold different models (",
-                                  detail::dist::ranks_str(differ),
-                                  differ.size() == 1 ? " differs" : " differ", " from rank 0's)");
-    if (mine != theirs) {
-      const auto a = detail::dist::split(theirs, '\n'), b = detail::dist::split(mine, '\n');
-      std::size_t i = 0;
-      while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-      msg += detail::cat(": rank 0 has ", a.size() - 1, " parameters and buffers, rank ", c.rank(),
-                         " has ", b.size() - 1, "; the first difference: rank 0 has ",
-                         i < a.size() ? a[i] : "nothing", ", rank ", c.rank(), " has ",
-                         i < b.size() ? b[i] : "nothing");
-    } else {
-      msg += "; each of them names its first difference";
-    }
-    throw shape_error(msg);
   }
 
   data_parallel_options options_;
@@ -725,8 +515,7 @@ class data_parallel {
   std::vector<std::unique_ptr<worker>> workers_;
   std::unique_ptr<detail::dist::worker_crew> crew_;
   std::vector<index_t> sizes_;
-  std::vector<gradient_bucket> buckets_;
-  std::vector<int> bucket_of_;
+  detail::dist::bucket_plan plan_;
   bool no_sync_ = false;
   bool window_start_ = true;
   std::string failure_;

@@ -26,97 +26,31 @@
 // comm_error naming the ranks that never arrived and the pending collective, and aborts the
 // group: the other ranks then throw too (and a straggler that arrives later throws at once).
 // A group that failed refuses further collectives.
+//
+// Here: the public class and thread_group; the rings are in detail/thread_rings.hpp, the waiting
+// and the failures in detail/thread_endpoint.hpp.
 #pragma once
 
-#include <algorithm>
-#include <atomic>
+#include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <exception>
 #include <memory>
-#include <mutex>
-#include <new>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
-#include "../backend/cpu/thread_pool.hpp"
 #include "buffer.hpp"
 #include "communicator.hpp"
 #include "detail/progress.hpp"
-#include "detail/reduce_kernels.hpp"
+#include "detail/thread_endpoint.hpp"
+#include "detail/thread_rings.hpp"
 
 namespace meld {
 
-class thread_comm;
 class thread_group;
-
-namespace detail::dist {
-
-// progress = (sequence << tc_unit_bits) | units of that collective completed.
-inline constexpr int tc_unit_bits = 24;
-inline constexpr std::uint64_t seq_base(std::uint64_t seq) {
-  return seq << tc_unit_bits;
-}
-inline constexpr std::size_t tc_default_slice = std::size_t(64) << 10;
-inline constexpr index_t tc_max_slices = 4096;
-inline constexpr int tc_max_ranks = 1024;
-
-// What a rank publishes when it enters a collective (two slots, by sequence parity: a reader of
-// sequence s is done before its owner can enter s + 2).
-struct tc_entry {
-  call_info call;
-  const void* src = nullptr;
-  void* dst = nullptr;
-  const void* scratch = nullptr;
-};
-
-struct alignas(cache_line) tc_slot {
-  std::atomic<std::uint64_t> progress{0};
-  // Inside a collective: the rank may be reading its peers' buffers.
-  std::atomic<bool> inside{false};
-  tc_entry entries[2];
-  timed_waiter waiter;
-  std::mutex last_mutex;
-  call_info last;  // the latest collective this rank entered (for error messages)
-};
-
-struct tc_state {
-  explicit tc_state(int k, const comm_options& o)
-      : size(k),
-        opts(resolve(o, std::chrono::seconds(60), tc_default_slice)),
-        slots(new tc_slot[static_cast<std::size_t>(k)]),
-        spin(k <= available_cores()) {}
-
-  int size;
-  resolved_options opts;
-  std::unique_ptr<tc_slot[]> slots;
-  bool spin;  // spin briefly before sleeping (only when every rank can have a core)
-
-  std::atomic<bool> aborted{false};
-  std::mutex abort_mutex;
-  comm_error::reason abort_reason = comm_error::reason::aborted;
-  int abort_rank = -1;
-  std::string abort_message;
-
-  // Marks the group failed (the first abort wins) and wakes every waiting rank.
-  void abort(int rank, comm_error::reason why, const std::string& message) {
-    {
-      std::lock_guard lock(abort_mutex);
-      if (!aborted.load(std::memory_order_relaxed)) {
-        abort_rank = rank;
-        abort_reason = why;
-        abort_message = message;
-        aborted.store(true, std::memory_order_seq_cst);
-      }
-    }
-    for (int q = 0; q < size; ++q) slots[q].waiter.notify();
-  }
-};
-
-}  // namespace detail::dist
 
 class thread_comm {
  public:
@@ -125,12 +59,12 @@ class thread_comm {
   thread_comm(const thread_comm&) = delete;
   thread_comm& operator=(const thread_comm&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return st_->size; }
+  int rank() const { return me_.rank(); }
+  int size() const { return me_.size(); }
   // The sequence number the next collective will get.
   std::uint64_t next_sequence() const { return seq_ + 1; }
-  std::chrono::milliseconds timeout() const { return st_->opts.timeout; }
-  bool debug() const { return st_->opts.debug; }
+  std::chrono::milliseconds timeout() const { return me_.options().timeout; }
+  bool debug() const { return me_.debug(); }
 
   // ---- collectives (see communicator.hpp for their meaning)
   // --------------------------------------
@@ -182,43 +116,22 @@ class thread_comm {
 
   // Fails the whole group: every rank waiting in (or later entering) a collective throws
   // comm_error naming this rank and the reason.
-  void abort(const std::string& reason) {
-    st_->abort(rank_, comm_error::reason::aborted,
-               detail::cat("rank ", rank_, " aborted the group: ", reason));
-  }
+  void abort(const std::string& reason) { me_.abort(reason); }
 
  private:
   friend class thread_group;
-  using slot = detail::dist::tc_slot;
-  using clock = detail::dist::clock;
+  using call_info = detail::dist::call_info;
 
-  thread_comm(std::shared_ptr<detail::dist::tc_state> st, int rank)
-      : st_(std::move(st)), rank_(rank) {}
+  thread_comm(std::shared_ptr<detail::dist::tc_state> st, int rank) : me_(std::move(st), rank) {}
 
   template <class T>
   static std::span<const T> const_span(std::span<T> s) {
     return std::span<const T>(s.data(), s.size());
   }
 
-  int left() const { return (rank_ + size() - 1) % size(); }
-  int right() const { return (rank_ + 1) % size(); }
-  int mod(long i) const { return static_cast<int>(((i % size()) + size()) % size()); }
-  slot& slot_of(int r) const { return st_->slots[r]; }
-
   template <class F>
-  comm_request issue(const detail::dist::call_info& call, bool async, F body) {
-    auto job = [this, call, body]() mutable {
-      std::atomic<bool>& inside = slot_of(rank_).inside;
-      inside.store(true, std::memory_order_seq_cst);  // before the abort check: see leave_failed
-      try {
-        check_usable(call);
-        body(call);
-      } catch (...) {
-        leave_failed();
-        throw;
-      }
-      inside.store(false, std::memory_order_release);
-    };
+  comm_request issue(const call_info& call, bool async, F body) {
+    auto job = [this, call, body]() mutable { me_.run(call, body); };
     if (async) return comm_request(queue_.submit(std::move(job)));
     queue_.run(job);
     return {};
@@ -233,8 +146,9 @@ class thread_comm {
                   "int64 elements");
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allreduce,
                                                  static_cast<std::int64_t>(buf.size()), op);
-    return issue(call, async,
-                 [this, buf, op](const auto& c) { this->ring_allreduce(buf.data(), c, op); });
+    return issue(call, async, [this, buf, op](const call_info& c) {
+      detail::dist::ring_allreduce(me_, buf.data(), c, op);
+    });
   }
 
   template <class T>
@@ -245,7 +159,9 @@ class thread_comm {
     const auto call =
         detail::dist::make_call<T>(++seq_, collective_kind::broadcast,
                                    static_cast<std::int64_t>(buf.size()), reduce_op::sum, root);
-    return issue(call, async, [this, buf](const auto& c) { this->chain_broadcast(buf.data(), c); });
+    return issue(call, async, [this, buf](const call_info& c) {
+      detail::dist::chain_broadcast(me_, buf.data(), c);
+    });
   }
 
   template <class T>
@@ -258,8 +174,8 @@ class thread_comm {
                                     " (the output's size)"));
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::reduce_scatter,
                                                  static_cast<std::int64_t>(out.size()), op);
-    return issue(call, async, [this, in, out, op](const auto& c) {
-      this->ring_reduce_scatter(in.data(), out.data(), c, op);
+    return issue(call, async, [this, in, out, op](const call_info& c) {
+      detail::dist::ring_reduce_scatter(me_, in.data(), out.data(), c, op);
     });
   }
 
@@ -272,18 +188,14 @@ class thread_comm {
                                     " (the input's size)"));
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allgather,
                                                  static_cast<std::int64_t>(in.size()));
-    return issue(call, async, [this, in, out](const auto& c) {
-      this->ring_allgather(in.data(), out.data(), c);
+    return issue(call, async, [this, in, out](const call_info& c) {
+      detail::dist::ring_allgather(me_, in.data(), out.data(), c);
     });
   }
 
   comm_request barrier_impl(bool async) {
     const auto call = detail::dist::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
-    return issue(call, async, [this](const auto& c) {
-      this->arrive(c, nullptr, nullptr, nullptr);
-      if (!this->debug())  // (the debug check already waited for everyone)
-        for (int q = 0; q < this->size(); ++q) this->await(q, detail::dist::seq_base(c.seq), c);
-    });
+    return issue(call, async, [this](const call_info& c) { detail::dist::arrive_all(me_, c); });
   }
 
   void check_root(int root, const char* what) const {
@@ -292,279 +204,8 @@ class thread_comm {
           detail::cat("thread_comm::", what, ": root ", root, " is not a rank of ", size()));
   }
 
-  // Slices per chunk of `count` elements of `elem` bytes (the same on every rank).
-  index_t slices(index_t count, std::size_t elem) const {
-    const auto bytes = static_cast<std::size_t>(count) * elem;
-    const auto s =
-        static_cast<index_t>((bytes + st_->opts.slice_bytes - 1) / st_->opts.slice_bytes);
-    return std::clamp<index_t>(s, 1, detail::dist::tc_max_slices);
-  }
-
-  template <class T>
-  void ring_allreduce(T* buf, const detail::dist::call_info& call, reduce_op op) {
-    using namespace detail::dist;
-    arrive(call, buf, buf, nullptr);
-    const int k = size();
-    const index_t n = call.count;
-    if (k == 1 || n == 0) return;
-    const std::uint64_t base = seq_base(call.seq);
-    await(left(), base, call);
-    const T* lbuf = static_cast<const T*>(slot_of(left()).entries[call.seq & 1].dst);
-    const index_t S = slices((n + k - 1) / k, sizeof(T));
-    const index_t steps = 2 * (k - 1);
-    for (index_t g = 0; g < steps; ++g) {
-      const bool scatter = g < k - 1;
-      const index_t t = g - (k - 1);
-      const int c = scatter ? mod(rank_ - 1 - static_cast<long>(g)) : mod(rank_ - t);
-      const index_t lo = part_begin(n, k, c), len = part_begin(n, k, c + 1) - lo;
-      for (index_t j = 0; j < S; ++j) {
-        const index_t u = g * S + j;
-        if (u >= S) await(left(), base + static_cast<std::uint64_t>(u - S + 1), call);
-        // Before overwriting a slice with its final value, the right neighbour must have read
-        // its partial sum (its reduce-scatter step t).
-        if (!scatter) await(right(), base + static_cast<std::uint64_t>(t * S + j + 1), call);
-        const index_t a = lo + part_begin(len, S, j), b = lo + part_begin(len, S, j + 1);
-        if (scatter)
-          reduce_into(buf + a, lbuf + a, b - a, op);
-        else
-          copy_elements(buf + a, lbuf + a, b - a);
-        advance(base + static_cast<std::uint64_t>(u + 1));
-      }
-    }
-    // The right neighbour reads this buffer until its last step.
-    await(right(), base + static_cast<std::uint64_t>(steps * S), call);
-  }
-
-  template <class T>
-  void ring_reduce_scatter(const T* in, T* out, const detail::dist::call_info& call, reduce_op op) {
-    using namespace detail::dist;
-    const int k = size();
-    const index_t m = call.count;
-    T* scratch = k > 2 ? static_cast<T*>(scratch_.get(2 * static_cast<std::size_t>(m) * sizeof(T)))
-                       : nullptr;
-    arrive(call, in, out, scratch);
-    if (m == 0) return;
-    if (k == 1) return copy_elements(out, in, m);
-    const std::uint64_t base = seq_base(call.seq);
-    await(left(), base, call);
-    const tc_entry& le = slot_of(left()).entries[call.seq & 1];
-    const T* lin = static_cast<const T*>(le.src);
-    const T* lscratch = static_cast<const T*>(le.scratch);
-    const index_t S = slices(m, sizeof(T));
-    // Step s handles chunk r - s - 2: its partial sum passes from rank to rank and ends, complete,
-    // at its own rank after k - 1 steps. Partial sums alternate between two scratch halves.
-    for (index_t s = 0; s < k - 1; ++s) {
-      const int c = mod(rank_ - 2 - static_cast<long>(s));
-      const bool last = s == k - 2;
-      for (index_t j = 0; j < S; ++j) {
-        const index_t u = s * S + j;
-        const index_t a = part_begin(m, S, j), len = part_begin(m, S, j + 1) - a;
-        if (s > 0) await(left(), base + static_cast<std::uint64_t>(u - S + 1), call);
-        if (s >= 2 && !last)
-          await(right(), base + static_cast<std::uint64_t>((s - 1) * S + j + 1), call);
-        const T* partial = s == 0 ? lin + c * m + a : lscratch + ((s - 1) % 2) * m + a;
-        T* dst = last ? out + a : scratch + (s % 2) * m + a;
-        reduce_to(dst, in + c * m + a, partial, len, op);
-        advance(base + static_cast<std::uint64_t>(u + 1));
-      }
-    }
-    await(right(), base + static_cast<std::uint64_t>((k - 1) * S), call);
-  }
-
-  template <class T>
-  void ring_allgather(const T* in, T* out, const detail::dist::call_info& call) {
-    using namespace detail::dist;
-    arrive(call, in, out, nullptr);
-    const int k = size();
-    const index_t m = call.count;
-    if (m == 0) return;
-    if (k == 1) return copy_elements(out, in, m);
-    const std::uint64_t base = seq_base(call.seq);
-    const index_t S = slices(m, sizeof(T));
-    // Step 0 copies this rank's own chunk; step s copies chunk r - s from the left neighbour.
-    for (index_t j = 0; j < S; ++j) {
-      const index_t a = part_begin(m, S, j), b = part_begin(m, S, j + 1);
-      copy_elements(out + rank_ * m + a, in + a, b - a);
-      advance(base + static_cast<std::uint64_t>(j + 1));
-    }
-    await(left(), base, call);
-    const T* lout = static_cast<const T*>(slot_of(left()).entries[call.seq & 1].dst);
-    for (index_t s = 1; s < k; ++s) {
-      const int c = mod(rank_ - static_cast<long>(s));
-      for (index_t j = 0; j < S; ++j) {
-        const index_t u = s * S + j;
-        await(left(), base + static_cast<std::uint64_t>(u - S + 1), call);
-        const index_t a = c * m + part_begin(m, S, j), b = c * m + part_begin(m, S, j + 1);
-        copy_elements(out + a, lout + a, b - a);
-        advance(base + static_cast<std::uint64_t>(u + 1));
-      }
-    }
-    await(right(), base + static_cast<std::uint64_t>(k * S), call);
-  }
-
-  template <class T>
-  void chain_broadcast(T* buf, const detail::dist::call_info& call) {
-    using namespace detail::dist;
-    arrive(call, buf, buf, nullptr);
-    const int k = size();
-    const index_t n = call.count;
-    if (k == 1 || n == 0) return;
-    const std::uint64_t base = seq_base(call.seq);
-    const index_t S = slices(n, sizeof(T));
-    const int d = mod(rank_ - call.root);  // position in the chain from the root
-    if (d == 0) {
-      advance(base + static_cast<std::uint64_t>(S));
-    } else {
-      await(left(), base, call);
-      const T* lbuf = static_cast<const T*>(slot_of(left()).entries[call.seq & 1].dst);
-      for (index_t j = 0; j < S; ++j) {
-        await(left(), base + static_cast<std::uint64_t>(j + 1), call);
-        const index_t a = part_begin(n, S, j), b = part_begin(n, S, j + 1);
-        copy_elements(buf + a, lbuf + a, b - a);
-        advance(base + static_cast<std::uint64_t>(j + 1));
-      }
-    }
-    if (d < k - 1) await(right(), base + static_cast<std::uint64_t>(S), call);
-  }
-
-  // ---- synchronization --------------------------------------------------------------------------
-
-  void check_usable(const detail::dist::call_info& call) const {
-    if (st_->aborted.load(std::memory_order_seq_cst)) throw_aborted(call);
-  }
-
-  // Leaving a collective by an exception (the group was aborted, or a wait timed out): the
-  // caller's buffers die with the exception, but peers that can still make progress may be
-  // reading them (a ring step copies from the left neighbour's buffer). Stop reading theirs, then
-  // wait until no peer is inside a collective. Peers leave promptly: the group is failed, so each
-  // one's next wait throws. A peer that has not entered yet sees the abort when it does (its
-  // `inside` store precedes its abort check, and the abort precedes this scan: seq_cst).
-  void leave_failed() {
-    slot_of(rank_).inside.store(false, std::memory_order_seq_cst);
-    const auto deadline = clock::now() + 2 * st_->opts.timeout;
-    for (int q = 0; q < size(); ++q)
-      while (q != rank_ && slot_of(q).inside.load(std::memory_order_seq_cst) &&
-             clock::now() < deadline)
-        std::this_thread::yield();
-  }
-
-  // Publishes this rank's buffers for `call` and announces its arrival; in debug mode, waits for
-  // every rank and compares what they called.
-  void arrive(const detail::dist::call_info& call, const void* src, void* dst,
-              const void* scratch) {
-    slot& me = slot_of(rank_);
-    me.entries[call.seq & 1] = {call, src, dst, scratch};
-    {
-      std::lock_guard lock(me.last_mutex);
-      me.last = call;
-    }
-    me.progress.store(detail::dist::seq_base(call.seq), std::memory_order_seq_cst);
-    for (int q = 0; q < size(); ++q)
-      if (q != rank_) slot_of(q).waiter.notify();
-    if (debug()) check_calls(call);
-  }
-
-  void check_calls(const detail::dist::call_info& call) {
-    bool same = true;
-    for (int q = 0; q < size(); ++q) {
-      await(q, detail::dist::seq_base(call.seq), call);
-      same = same && slot_of(q).entries[call.seq & 1].call == call;
-    }
-    if (same) return;
-    std::string msg =
-        detail::cat("meld::thread_comm: ranks called different collectives at #", call.seq, ":");
-    for (int q = 0; q < size(); ++q)
-      msg += detail::cat(q ? ";" : "", " rank ", q, " called ",
-                         slot_of(q).entries[call.seq & 1].call.str());
-    st_->abort(rank_, comm_error::reason::mismatch, msg);
-    throw comm_error(comm_error::reason::mismatch, msg);
-  }
-
-  void advance(std::uint64_t value) {
-    slot_of(rank_).progress.store(value, std::memory_order_seq_cst);
-    slot_of(left()).waiter.notify();
-    if (right() != left()) slot_of(right()).waiter.notify();
-  }
-
-  // Waits until rank `peer` has published progress >= target.
-  void await(int peer, std::uint64_t target, const detail::dist::call_info& call) {
-    const std::atomic<std::uint64_t>& p = slot_of(peer).progress;
-    auto ready = [&] {
-      return p.load(std::memory_order_acquire) >= target ||
-             st_->aborted.load(std::memory_order_relaxed);
-    };
-    if (!ready()) {
-      if (st_->spin)
-        for (int i = 0; i < 1000 && !ready(); ++i) detail::cpu_relax();
-      if (!ready()) sleep_until_ready(peer, target, call, ready);
-    }
-    // A collective that can still complete does; one that waits for a failed group throws.
-    if (p.load(std::memory_order_acquire) < target) throw_aborted(call);
-  }
-
-  template <class Ready>
-  void sleep_until_ready(int peer, std::uint64_t target, const detail::dist::call_info& call,
-                         Ready& ready) {
-    const std::atomic<std::uint64_t>& p = slot_of(peer).progress;
-    std::uint64_t seen = p.load(std::memory_order_acquire);
-    auto start = clock::now(), deadline = start + st_->opts.timeout;
-    for (int round = 0; !ready(); ++round) {
-      if (round < 64)
-        std::this_thread::yield();
-      else
-        slot_of(rank_).waiter.wait_until(
-            ready, std::min(deadline, clock::now() + std::chrono::milliseconds(5)));
-      const auto now = clock::now();
-      const std::uint64_t cur = p.load(std::memory_order_acquire);
-      if (cur != seen) {  // the peer is making progress: the timeout starts again
-        seen = cur;
-        start = now;
-        deadline = now + st_->opts.timeout;
-      }
-      if (now >= deadline && !ready()) timed_out(peer, target, call, now - start);
-    }
-  }
-
-  [[noreturn]] void timed_out(int peer, std::uint64_t target, const detail::dist::call_info& call,
-                              clock::duration waited) {
-    using namespace detail::dist;
-    std::vector<int> missing;
-    for (int q = 0; q < size(); ++q)
-      if (slot_of(q).progress.load(std::memory_order_acquire) < seq_base(call.seq))
-        missing.push_back(q);
-    std::string msg = detail::cat("meld::thread_comm rank ", rank_, ": ", call.str(),
-                                  " timed out after ", seconds_str(waited), " without progress: ");
-    if (!missing.empty()) {
-      msg += ranks_str(missing) + (missing.size() == 1 ? " never arrived" : " never arrived") +
-             " (last collective entered:";
-      for (std::size_t i = 0; i < missing.size(); ++i) {
-        slot& s = slot_of(missing[i]);
-        std::lock_guard lock(s.last_mutex);
-        msg += detail::cat(i ? "; " : " ", "rank ", missing[i], ": ", s.last.str());
-      }
-      msg += ")";
-    } else {
-      const std::uint64_t p = slot_of(peer).progress.load(std::memory_order_acquire);
-      msg += detail::cat("every rank arrived, but rank ", peer, " stopped at step ",
-                         p - seq_base(call.seq), " (waiting for step ", target - seq_base(call.seq),
-                         ")");
-    }
-    st_->abort(rank_, comm_error::reason::timeout, msg);
-    throw comm_error(comm_error::reason::timeout, msg);
-  }
-
-  [[noreturn]] void throw_aborted(const detail::dist::call_info& call) const {
-    std::lock_guard lock(st_->abort_mutex);
-    if (st_->abort_rank == rank_) throw comm_error(st_->abort_reason, st_->abort_message);
-    throw comm_error(st_->abort_reason,
-                     detail::cat("meld::thread_comm rank ", rank_, ": ", call.str(),
-                                 " failed: the group was aborted. ", st_->abort_message));
-  }
-
-  std::shared_ptr<detail::dist::tc_state> st_;
-  int rank_;
+  detail::dist::thread_endpoint me_;
   std::uint64_t seq_ = 0;
-  detail::dist::scratch_buffer scratch_;
   detail::dist::progress_queue queue_;  // last: its thread stops before the rest is destroyed
 };
 

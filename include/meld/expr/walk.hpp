@@ -46,12 +46,26 @@ void for_each_leaf(const E& e, F&& f) {
     f(e);
 }
 
+namespace detail {
+// Rebuilds the map nodes of a tree over f(input) (host and device code).
+template <class F>
+struct input_mapper {
+  const F& f;
+  MELD_EXEC_CHECK_DISABLE
+  template <class E>
+  MELD_HD auto operator()(const E& e) const {
+    if constexpr (is_map_expr<E>)
+      return e.transform(*this);
+    else
+      return f(e);
+  }
+};
+}  // namespace detail
+
+MELD_EXEC_CHECK_DISABLE
 template <class E, class F>
-auto lower(const E& e, F&& f) {
-  if constexpr (is_map_expr<E>)
-    return e.transform([&](const auto& operand) { return lower(operand, f); });
-  else
-    return f(e);
+MELD_HD auto lower(const E& e, const F& f) {
+  return detail::input_mapper<F>{f}(e);
 }
 
 template <class E, class F>

@@ -1,5 +1,7 @@
-// The device side of the CUDA backend: expression trees as plain device-copyable structs (pointers,
-// strides, scalars and the same functors the CPU uses), and the kernels that evaluate them.
+// The device side of the CUDA backend: the inputs of lowered expression trees (device leaves and
+// scalars: plain, device-copyable structs), how kernels read them, and the kernels. The nodes
+// above the inputs are the expression's own map_expr nodes (expr/map.hpp), evaluated with
+// expr/walk.hpp's evaluate() and the same functors the CPU uses.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,6 +11,7 @@
 
 #include "../../core/config.hpp"
 #include "../../expr/functors.hpp"
+#include "../../expr/walk.hpp"
 #include "half.hpp"
 
 // #pragma unroll for device code (the host compiler does not know it).
@@ -46,116 +49,100 @@ struct dstrides {
   index_t st[max_rank];
 };
 
-// ---- device expression nodes
-// --------------------------------------------------------------------- flat(i): the value at
-// position i when every leaf is contiguous with the iteration shape; at(i, s): the value at linear
-// position i of shape s, leaves addressed through their strides; gather<V>(i, out): V consecutive
-// values from position i, with aligned vector loads.
+// ---- inputs of device trees ---------------------------------------------------------------------
 
-// A leaf over elements stored as S, read as the compute type (float for half and bfloat16).
+// A leaf over elements stored as S, read as the compute type (float for half and bfloat16), with
+// the plan's strides (in elements).
 template <class S>
 struct dleaf {
   using value_type = typename compute_type<S>::type;
   const S* p;
   index_t st[max_rank];
-  MELD_HD value_type flat(index_t i) const { return static_cast<value_type>(p[i]); }
-  MELD_HD value_type at(index_t i, const launch_shape& s) const {
-    return static_cast<value_type>(p[offset_of(i, s, st)]);
-  }
-  template <int V>
-  MELD_HD void gather(index_t i, value_type (&out)[V]) const {
-    const vec<S, V> x = *reinterpret_cast<const vec<S, V>*>(p + i);
-    MELD_UNROLL
-    for (int j = 0; j < V; ++j) out[j] = static_cast<value_type>(x.v[j]);
-  }
 };
 
 template <class T>
 struct dscalar {
   using value_type = T;
   T value;
-  MELD_HD T flat(index_t) const { return value; }
-  MELD_HD T at(index_t, const launch_shape&) const { return value; }
-  template <int V>
-  MELD_HD void gather(index_t, T (&out)[V]) const {
-    MELD_UNROLL
-    for (int j = 0; j < V; ++j) out[j] = value;
+};
+
+// V consecutive values of a leaf, loaded at once.
+template <class T, int V>
+struct dvalues {
+  using value_type = T;
+  T v[V];
+};
+
+// ---- reading inputs -----------------------------------------------------------------------------
+
+// The value at position i when every leaf is contiguous with the iteration shape.
+struct flat_at {
+  index_t i;
+  template <class S>
+  MELD_HD typename dleaf<S>::value_type operator()(const dleaf<S>& l) const {
+    return static_cast<typename dleaf<S>::value_type>(l.p[i]);
+  }
+  template <class T>
+  MELD_HD T operator()(const dscalar<T>& s) const {
+    return s.value;
   }
 };
 
-template <class Op, class A>
-struct dunary {
-  using value_type =
-      std::remove_cvref_t<decltype(std::declval<Op>()(std::declval<typename A::value_type>()))>;
-  Op op;
-  A a;
-  MELD_HD value_type flat(index_t i) const { return op(a.flat(i)); }
-  MELD_HD value_type at(index_t i, const launch_shape& s) const { return op(a.at(i, s)); }
-  template <int V>
-  MELD_HD void gather(index_t i, value_type (&out)[V]) const {
-    typename A::value_type x[V];
-    a.template gather<V>(i, x);
-    MELD_UNROLL
-    for (int j = 0; j < V; ++j) out[j] = op(x[j]);
+// The value at linear position i of shape s, each leaf addressed through its strides.
+struct strided_at {
+  index_t i;
+  const launch_shape& s;
+  template <class S>
+  MELD_HD typename dleaf<S>::value_type operator()(const dleaf<S>& l) const {
+    return static_cast<typename dleaf<S>::value_type>(l.p[offset_of(i, s, l.st)]);
+  }
+  template <class T>
+  MELD_HD T operator()(const dscalar<T>& s_) const {
+    return s_.value;
   }
 };
 
-template <class Op, class A, class B>
-struct dbinary {
-  using value_type = std::remove_cvref_t<decltype(std::declval<Op>()(
-      std::declval<typename A::value_type>(), std::declval<typename B::value_type>()))>;
-  Op op;
-  A a;
-  B b;
-  MELD_HD value_type flat(index_t i) const { return op(a.flat(i), b.flat(i)); }
-  MELD_HD value_type at(index_t i, const launch_shape& s) const {
-    return op(a.at(i, s), b.at(i, s));
-  }
-  template <int V>
-  MELD_HD void gather(index_t i, value_type (&out)[V]) const {
-    typename A::value_type x[V];
-    typename B::value_type y[V];
-    a.template gather<V>(i, x);
-    b.template gather<V>(i, y);
+// Loads V consecutive values from position i with one aligned vector load per leaf (lower() turns
+// each leaf into dvalues; scalars stay).
+template <int V>
+struct gather_at {
+  index_t i;
+  template <class S>
+  MELD_HD auto operator()(const dleaf<S>& l) const {
+    using T = typename dleaf<S>::value_type;
+    const vec<S, V> x = *reinterpret_cast<const vec<S, V>*>(l.p + i);
+    dvalues<T, V> out;
     MELD_UNROLL
-    for (int j = 0; j < V; ++j) out[j] = op(x[j], y[j]);
+    for (int j = 0; j < V; ++j) out.v[j] = static_cast<T>(x.v[j]);
+    return out;
+  }
+  template <class T>
+  MELD_HD dscalar<T> operator()(const dscalar<T>& s) const {
+    return s;
   }
 };
 
-template <class Op, class A, class B, class C>
-struct dternary {
-  using value_type = std::remove_cvref_t<decltype(std::declval<Op>()(
-      std::declval<typename A::value_type>(), std::declval<typename B::value_type>(),
-      std::declval<typename C::value_type>()))>;
-  Op op;
-  A a;
-  B b;
-  C c;
-  MELD_HD value_type flat(index_t i) const { return op(a.flat(i), b.flat(i), c.flat(i)); }
-  MELD_HD value_type at(index_t i, const launch_shape& s) const {
-    return op(a.at(i, s), b.at(i, s), c.at(i, s));
+// Lane j of gathered values.
+struct lane_at {
+  int j;
+  template <class T, int V>
+  MELD_HD T operator()(const dvalues<T, V>& d) const {
+    return d.v[j];
   }
-  template <int V>
-  MELD_HD void gather(index_t i, value_type (&out)[V]) const {
-    typename A::value_type x[V];
-    typename B::value_type y[V];
-    typename C::value_type z[V];
-    a.template gather<V>(i, x);
-    b.template gather<V>(i, y);
-    c.template gather<V>(i, z);
-    MELD_UNROLL
-    for (int j = 0; j < V; ++j) out[j] = op(x[j], y[j], z[j]);
+  template <class T>
+  MELD_HD T operator()(const dscalar<T>& s) const {
+    return s.value;
   }
 };
 
-// Evaluates a device expression at a linear position (for CUB iterators).
+// Evaluates a device tree at a linear position (for CUB iterators).
 template <class D>
 struct evaluate_at {
   D expr;
   launch_shape shape;
   bool flat;
-  MELD_HD typename D::value_type operator()(index_t i) const {
-    return flat ? expr.flat(i) : expr.at(i, shape);
+  MELD_HD value_t<D> operator()(index_t i) const {
+    return flat ? evaluate(expr, flat_at{i}) : evaluate(expr, strided_at{i, shape});
   }
 };
 
@@ -177,15 +164,14 @@ __global__ void assign_flat(T* __restrict__ out, D expr, index_t n) {
   const index_t stride = index_t(gridDim.x) * blockDim.x;
   const index_t groups = n / V;
   for (index_t g = index_t(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride) {
-    typename D::value_type x[V];
-    expr.template gather<V>(g * V, x);
+    const auto loaded = lower(expr, gather_at<V>{g * V});
     vec<T, V> y;
     MELD_UNROLL
-    for (int j = 0; j < V; ++j) y.v[j] = static_cast<T>(x[j]);
+    for (int j = 0; j < V; ++j) y.v[j] = static_cast<T>(evaluate(loaded, lane_at{j}));
     *reinterpret_cast<vec<T, V>*>(out + g * V) = y;
   }
   for (index_t i = groups * V + index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = static_cast<T>(expr.flat(i));
+    out[i] = static_cast<T>(evaluate(expr, flat_at{i}));
 }
 
 // Any strides and broadcasting: each position's offsets from its multi-index.
@@ -194,7 +180,7 @@ __global__ void assign_strided(T* __restrict__ out, launch_shape shape, dstrides
                                index_t n) {
   const index_t stride = index_t(gridDim.x) * blockDim.x;
   for (index_t i = index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[offset_of(i, shape, out_layout.st)] = static_cast<T>(expr.at(i, shape));
+    out[offset_of(i, shape, out_layout.st)] = static_cast<T>(evaluate(expr, strided_at{i, shape}));
 }
 
 template <class T>

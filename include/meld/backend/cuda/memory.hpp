@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "../../tensor/storage.hpp"
+#include "../backend.hpp"
 #include "cuda.hpp"
 #include "stream.hpp"
 
@@ -132,6 +132,24 @@ struct memory<cuda<Policy>> {
   }
   static void deallocate(void* p, std::size_t, detail::cuda_access& access) noexcept {
     if (p) access.release(p);
+  }
+  static int device_count() { return cuda_device_count(); }
+  // The CUDA runtime's current device of this thread (0 where there is none).
+  static int current_device() {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return device;
+  }
+  static void set_current_device(int device) {
+    const int count = device_count();
+    if (device < 0 || device >= count)
+      throw cuda_error(
+          detail::cat("meld::cuda: device ", device, " does not exist (", count, " CUDA devices)"),
+          static_cast<int>(cudaErrorInvalidDevice));
+    MELD_CUDA_CHECK(cudaSetDevice(device));
   }
 };
 

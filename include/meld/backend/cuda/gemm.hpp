@@ -1,50 +1,25 @@
-// The CUDA executor's operations that build on assign: sub-expressions evaluated into temporaries,
-// cuBLAS products, and transfers between host and device.
+// Matrix products on CUDA through cuBLAS: strided operands mapped onto cuBLAS's column-major
+// conventions without copies where the layout allows (blas.hpp), other operands evaluated first.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstring>
 
+#include "blas.hpp"
 #include "executor.hpp"
 
 namespace meld {
 
 namespace detail::cuda_eval {
 
-// A reduction along an axis, or a product, inside a larger expression: evaluated once into a
-// temporary on stream s, which lives until the kernels that read it have run (stream-ordered free).
-template <class E>
-template <class Table>
-void materialized_device_of<E>::collect(const E& e, Table& t, cudaStream_t s) {
-  using B = typename E::backend_type;
-  tensor<V, B> tmp(e.shape(), uninitialized);
-  (void)s;  // the temporary is made on the current stream of its device
-  if constexpr (requires { e.axis(); }) {
-    executor<B>::template reduce_axis<typename E::reducer_type>(tmp, e.operand(), e.axis());
-  } else {
-    executor<B>::gemm(V(1), e.lhs(), e.rhs(), V(0), tmp);
-  }
-  t.leaves[t.count] = {reinterpret_cast<const char*>(tmp.raw_data()), tmp.shape(), tmp.strides(),
-                       sizeof(V), &tmp.storage_ptr()->access()};
-  t.keep[t.count++] = std::move(tmp).release().storage_ptr();
-}
-
 // An operand of a product as a strided device matrix: tensors and views in place, other
 // expressions evaluated first.
 template <class T, class B, class E>
 tensor_view<const T, B> as_device_operand(const E& e) {
-  if constexpr (requires {
-                  e.raw_data();
-                  e.strides();
-                  e.storage_ptr();
-                } &&
-                std::is_same_v<value_t<E>, T>) {
+  if constexpr (strided_leaf<E> && std::is_same_v<value_t<E>, T>) {
     return tensor_view<const T, B>(e.storage_ptr(), const_cast<T*>(e.raw_data()),
                                    layout{e.shape(), e.strides(), 0});
-  } else if constexpr (requires { e.get(); }) {
-    return e.get().view();
   } else {
     tensor<T, B> t(e.shape(), uninitialized);
     executor<B>::assign(t, e);
@@ -64,12 +39,9 @@ void executor<cuda<Policy>>::gemm(T alpha, const A& a_expr, const B& b_expr, T b
   const int device = out_access.device();
   cuda_device_guard guard(device);
   cudaStream_t s = out_access.home()->handle;
+  detail::check_devices("gemm", c, a_expr, b_expr);
   auto a = as_device_operand<T, Back>(a_expr);
   auto b = as_device_operand<T, Back>(b_expr);
-  for (auto* op : {&a.storage_ptr()->access(), &b.storage_ptr()->access()})
-    if (op->device() != device)
-      throw shape_error(
-          detail::cat("gemm: operands live on CUDA devices ", op->device(), " and ", device));
 
   const shape_t& cs = c.shape();
   const int rc = cs.size();
@@ -123,54 +95,6 @@ void executor<cuda<Policy>>::gemm(T alpha, const A& a_expr, const B& b_expr, T b
   b.storage_ptr()->access().after(s, false);
   out_access.after(s, true);
   finish(s);
-}
-
-template <class Policy>
-template <class T, class From>
-void executor<cuda<Policy>>::copy_from(tensor<T, cuda<Policy>>& out, const tensor<T, From>& in) {
-  using detail::cuda_eval::pinned_pool;
-  const std::size_t bytes = static_cast<std::size_t>(in.size()) * sizeof(T);
-  if (bytes == 0) return;
-  auto& access = out.storage_ptr()->access();
-  cuda_device_guard guard(access.device());
-  cudaStream_t s = access.home()->handle;
-  access.before(s, true);
-  if constexpr (requires { From::host_accessible; } && !From::host_accessible) {
-    // Device to device (another stream or device): order after the source's writes.
-    auto& src = in.storage_ptr()->access();
-    src.before(s, false);
-    MELD_CUDA_CHECK(cudaMemcpyPeerAsync(out.raw_data(), access.device(), in.raw_data(),
-                                        src.device(), bytes, s));
-    src.after(s, false);
-  } else {
-    // Host to device through a pinned staging buffer: the host returns once it is staged.
-    void* staging = pinned_pool::get().acquire(bytes);
-    std::memcpy(staging, in.data(), bytes);  // in.data() waits for queued CPU work on `in`
-    MELD_CUDA_CHECK(cudaMemcpyAsync(out.raw_data(), staging, bytes, cudaMemcpyHostToDevice, s));
-    pinned_pool::get().release_after(staging, s);
-  }
-  access.after(s, true);
-  finish(s);
-}
-
-// Device to host: meld::to<cpu<...>>(device tensor) waits for the device and copies through a
-// pinned buffer.
-template <class Policy>
-template <class T, class To>
-void executor<cuda<Policy>>::copy_to(tensor<T, To>& out, const tensor<T, cuda<Policy>>& in) {
-  using detail::cuda_eval::pinned_pool;
-  const std::size_t bytes = static_cast<std::size_t>(in.size()) * sizeof(T);
-  if (bytes == 0) return;
-  auto& access = in.storage_ptr()->access();
-  cuda_device_guard guard(access.device());
-  cudaStream_t s = access.home()->handle;
-  access.before(s, false);
-  void* staging = pinned_pool::get().acquire(bytes);
-  MELD_CUDA_CHECK(cudaMemcpyAsync(staging, in.raw_data(), bytes, cudaMemcpyDeviceToHost, s));
-  access.after(s, false);
-  MELD_CUDA_CHECK(cudaStreamSynchronize(s));
-  std::memcpy(out.data(), staging, bytes);
-  pinned_pool::get().release_after(staging, s);
 }
 
 }  // namespace meld
