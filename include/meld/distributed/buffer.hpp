@@ -1,7 +1,14 @@
-// Contiguous buffers that collectives accept: std::span, std::vector, meld::tensor, and
-// contiguous meld::tensor_view. as_span turns each into a std::span over its elements.
+// The buffers collectives accept, and the one place where a user's argument becomes what a
+// communicator moves: a comm_buffer (a pointer and an element count in the communicator's memory).
+//   host memory (thread_comm, mpi_comm): std::span, std::vector, meld::tensor, and contiguous
+//     meld::tensor_view; as_span turns each into a std::span over its elements.
+//   device memory (nccl_comm): std::span over device memory (the caller vouches for it).
+// A communicator that reaches another kind of memory, or a tensor of a device backend, is one
+// more case of to_buffer (and of buffer_for), not a change of the communicators.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -10,6 +17,36 @@
 #include "../tensor/tensor.hpp"
 #include "../tensor/tensor_view.hpp"
 #include "communicator.hpp"
+
+namespace meld {
+
+// Where a communicator's collectives read and write.
+enum class comm_memory : std::uint8_t { host, device };
+
+// What a collective moves: size() contiguous elements at data(), in the memory of the
+// communicator that takes it (a device pointer for a device communicator: never read it on the
+// host). Communicators implement their collectives on comm_buffers (see collectives.hpp).
+template <class T>
+class comm_buffer {
+ public:
+  using element_type = T;
+
+  constexpr comm_buffer(T* data, std::size_t size) noexcept : data_(data), size_(size) {}
+  // A buffer of const elements from one of mutable elements.
+  template <class U>
+  requires(std::is_same_v<const U, T> &&
+           !std::is_same_v<U, T>) constexpr comm_buffer(const comm_buffer<U>& b) noexcept
+      : data_(b.data()), size_(b.size()) {}
+
+  constexpr T* data() const noexcept { return data_; }
+  constexpr std::size_t size() const noexcept { return size_; }
+
+ private:
+  T* data_;
+  std::size_t size_;
+};
+
+}  // namespace meld
 
 namespace meld::detail::dist {
 
@@ -49,5 +86,27 @@ concept buffer = requires(X&& x) {
 
 template <class X>
 using buffer_element_t = typename decltype(as_span(std::declval<X&>()))::element_type;
+
+template <class X>
+inline constexpr bool is_span = false;
+template <class T, std::size_t E>
+inline constexpr bool is_span<std::span<T, E>> = true;
+
+// The arguments a communicator of memory M takes.
+template <class X, comm_memory M>
+concept buffer_for = (M == comm_memory::host && buffer<X>) ||
+                     (M == comm_memory::device && is_span<std::remove_cvref_t<X>>);
+
+// The one conversion from a collective's argument to what the communicator moves.
+template <comm_memory M, class X>
+requires buffer_for<X, M>
+auto to_buffer(X& x) {
+  if constexpr (M == comm_memory::host) {
+    const auto s = as_span(x);
+    return comm_buffer<typename decltype(s)::element_type>(s.data(), s.size());
+  } else {
+    return comm_buffer<typename std::remove_cvref_t<X>::element_type>(x.data(), x.size());
+  }
+}
 
 }  // namespace meld::detail::dist

@@ -13,6 +13,8 @@
 // and each in an asynchronous form (allreduce_async, ...) that returns a request whose wait()
 // returns when the collective has completed on this rank (rethrowing its error). The buffers must
 // stay alive and untouched until then.
+// These public forms are written once, in collectives.hpp (meld::collectives, which every
+// communicator derives from); a communicator implements the transport.
 //
 // Every collective has a sequence number (1, 2, ... on each rank, in call order). In debug mode
 // ranks exchange (sequence, operation, element type, count, root) before any data moves, and a

@@ -50,7 +50,7 @@
 #include <string>
 #include <type_traits>
 
-#include "buffer.hpp"
+#include "collectives.hpp"
 #include "communicator.hpp"
 #include "detail/mpi_endpoint.hpp"
 #include "detail/mpi_ring.hpp"
@@ -64,7 +64,7 @@ struct mpi_comm_options : comm_options {
   bool native_allreduce = false;
 };
 
-class mpi_comm {
+class mpi_comm : public collectives<mpi_comm> {
  public:
   using request = comm_request;
 
@@ -83,46 +83,10 @@ class mpi_comm {
   // The duplicated communicator meld's data moves on.
   MPI_Comm native() const { return ep_.data(); }
 
-  // ---- collectives (see communicator.hpp)
-  // --------------------------------------------------------
+  // The collectives (allreduce, broadcast, reduce_scatter, allgather, barrier and their _async
+  // forms) are collectives<mpi_comm>'s: see collectives.hpp and communicator.hpp.
 
-  template <detail::dist::buffer X>
-  void allreduce(X&& buf, reduce_op op = reduce_op::sum) {
-    allreduce_impl(detail::dist::as_span(buf), op, false);
-  }
-  template <detail::dist::buffer X>
-  comm_request allreduce_async(X&& buf, reduce_op op = reduce_op::sum) {
-    return allreduce_impl(detail::dist::as_span(buf), op, true);
-  }
-  template <detail::dist::buffer X>
-  void broadcast(X&& buf, int root) {
-    broadcast_impl(detail::dist::as_span(buf), root, false);
-  }
-  template <detail::dist::buffer X>
-  comm_request broadcast_async(X&& buf, int root) {
-    return broadcast_impl(detail::dist::as_span(buf), root, true);
-  }
-  template <detail::dist::buffer In, detail::dist::buffer Out>
-  void reduce_scatter(In&& in, Out&& out, reduce_op op = reduce_op::sum) {
-    reduce_scatter_impl(const_span(detail::dist::as_span(in)), detail::dist::as_span(out), op,
-                        false);
-  }
-  template <detail::dist::buffer In, detail::dist::buffer Out>
-  comm_request reduce_scatter_async(In&& in, Out&& out, reduce_op op = reduce_op::sum) {
-    return reduce_scatter_impl(const_span(detail::dist::as_span(in)), detail::dist::as_span(out),
-                               op, true);
-  }
-  template <detail::dist::buffer In, detail::dist::buffer Out>
-  void allgather(In&& in, Out&& out) {
-    allgather_impl(const_span(detail::dist::as_span(in)), detail::dist::as_span(out), false);
-  }
-  template <detail::dist::buffer In, detail::dist::buffer Out>
-  comm_request allgather_async(In&& in, Out&& out) {
-    return allgather_impl(const_span(detail::dist::as_span(in)), detail::dist::as_span(out), true);
-  }
-  void barrier() { barrier_impl(false); }
-  comm_request barrier_async() { return barrier_impl(true); }
-
+  // Waits until every asynchronous collective this rank issued has completed.
   void drain() { queue_.drain(); }
 
   // Fails this communicator and tells every peer (their pending collectives throw comm_error
@@ -135,12 +99,9 @@ class mpi_comm {
   bool failed() const { return ep_.failed(); }
 
  private:
+  friend class collectives<mpi_comm>;
   using call_info = detail::dist::call_info;
-
-  template <class T>
-  static std::span<const T> const_span(std::span<T> s) {
-    return std::span<const T>(s.data(), s.size());
-  }
+  static constexpr const char* comm_name = "mpi_comm";
 
   template <class F>
   comm_request issue(const call_info& call, bool async, F body) {
@@ -151,9 +112,7 @@ class mpi_comm {
   }
 
   template <class T>
-  comm_request allreduce_impl(std::span<T> buf, reduce_op op, bool async) {
-    static_assert(detail::dist::comm_element<T> && !std::is_const_v<T>,
-                  "mpi_comm::allreduce: the buffer must be mutable float, double, int32 or int64");
+  comm_request allreduce_impl(comm_buffer<T> buf, reduce_op op, bool async) {
     detail::dist::mpi_endpoint::checked_count(buf.size(), "allreduce");
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allreduce,
                                                  static_cast<std::int64_t>(buf.size()), op);
@@ -171,12 +130,7 @@ class mpi_comm {
   }
 
   template <class T>
-  comm_request broadcast_impl(std::span<T> buf, int root, bool async) {
-    static_assert(detail::dist::comm_element<T> && !std::is_const_v<T>,
-                  "mpi_comm::broadcast: the buffer must be mutable");
-    if (root < 0 || root >= size())
-      throw std::invalid_argument(
-          detail::cat("mpi_comm::broadcast: root ", root, " is not a rank of ", size()));
+  comm_request broadcast_impl(comm_buffer<T> buf, int root, bool async) {
     const int n = detail::dist::mpi_endpoint::checked_count(buf.size(), "broadcast");
     const auto call =
         detail::dist::make_call<T>(++seq_, collective_kind::broadcast, n, reduce_op::sum, root);
@@ -188,13 +142,8 @@ class mpi_comm {
   }
 
   template <class T>
-  comm_request reduce_scatter_impl(std::span<const T> in, std::span<T> out, reduce_op op,
+  comm_request reduce_scatter_impl(comm_buffer<const T> in, comm_buffer<T> out, reduce_op op,
                                    bool async) {
-    static_assert(detail::dist::comm_element<T>, "mpi_comm::reduce_scatter: element type");
-    if (in.size() != out.size() * static_cast<std::size_t>(size()))
-      throw shape_error(detail::cat("mpi_comm::reduce_scatter: the input has ", in.size(),
-                                    " elements, expected ", size(), " ranks x ", out.size(),
-                                    " (the output's size)"));
     detail::dist::mpi_endpoint::checked_count(in.size(), "reduce_scatter");
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::reduce_scatter,
                                                  static_cast<std::int64_t>(out.size()), op);
@@ -208,12 +157,7 @@ class mpi_comm {
   }
 
   template <class T>
-  comm_request allgather_impl(std::span<const T> in, std::span<T> out, bool async) {
-    static_assert(detail::dist::comm_element<T>, "mpi_comm::allgather: element type");
-    if (out.size() != in.size() * static_cast<std::size_t>(size()))
-      throw shape_error(detail::cat("mpi_comm::allgather: the output has ", out.size(),
-                                    " elements, expected ", size(), " ranks x ", in.size(),
-                                    " (the input's size)"));
+  comm_request allgather_impl(comm_buffer<const T> in, comm_buffer<T> out, bool async) {
     detail::dist::mpi_endpoint::checked_count(out.size(), "allgather");
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allgather,
                                                  static_cast<std::int64_t>(in.size()));
@@ -240,5 +184,7 @@ class mpi_comm {
   std::uint64_t seq_ = 0;
   detail::dist::progress_queue queue_;  // last: its thread stops first
 };
+
+static_assert(communicator<mpi_comm>);
 
 }  // namespace meld

@@ -33,6 +33,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "collectives.hpp"
 #include "communicator.hpp"
 
 namespace meld {
@@ -86,7 +87,7 @@ class nccl_request {
   detail::dist::call_info call_;
 };
 
-class nccl_comm {
+class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
  public:
   using request = nccl_request;
 
@@ -159,88 +160,9 @@ class nccl_comm {
   ncclComm_t native() const { return comm_; }
   int device() const { return device_; }
 
-  // ---- collectives on device memory
-  // --------------------------------------------------------------
-
-  template <class T>
-  void allreduce(std::span<T> buf, reduce_op op = reduce_op::sum) {
-    allreduce_async(buf, op).wait();
-  }
-  template <class T>
-  nccl_request allreduce_async(std::span<T> buf, reduce_op op = reduce_op::sum) {
-    static_assert(detail::dist::comm_element<T> && !std::is_const_v<T>);
-    const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allreduce,
-                                                 static_cast<std::int64_t>(buf.size()), op);
-    return enqueue(call, [&] {
-      return ncclAllReduce(buf.data(), buf.data(), buf.size(), detail::dist::nccl_type<T>(),
-                           detail::dist::nccl_op(op), comm_, stream_);
-    });
-  }
-
-  template <class T>
-  void broadcast(std::span<T> buf, int root) {
-    broadcast_async(buf, root).wait();
-  }
-  template <class T>
-  nccl_request broadcast_async(std::span<T> buf, int root) {
-    static_assert(detail::dist::comm_element<T> && !std::is_const_v<T>);
-    if (root < 0 || root >= size_)
-      throw std::invalid_argument(
-          detail::cat("nccl_comm::broadcast: root ", root, " is not a rank of ", size_));
-    const auto call =
-        detail::dist::make_call<T>(++seq_, collective_kind::broadcast,
-                                   static_cast<std::int64_t>(buf.size()), reduce_op::sum, root);
-    return enqueue(call, [&] {
-      return ncclBroadcast(buf.data(), buf.data(), buf.size(), detail::dist::nccl_type<T>(), root,
-                           comm_, stream_);
-    });
-  }
-
-  template <class In, class T>
-  void reduce_scatter(std::span<In> in, std::span<T> out, reduce_op op = reduce_op::sum) {
-    reduce_scatter_async(in, out, op).wait();
-  }
-  template <class In, class T>
-  nccl_request reduce_scatter_async(std::span<In> in, std::span<T> out,
-                                    reduce_op op = reduce_op::sum) {
-    static_assert(std::is_same_v<std::remove_const_t<In>, T> && detail::dist::comm_element<T>);
-    if (in.size() != out.size() * static_cast<std::size_t>(size_))
-      throw shape_error(detail::cat("nccl_comm::reduce_scatter: the input has ", in.size(),
-                                    " elements, expected ", size_, " x ", out.size()));
-    const auto call = detail::dist::make_call<T>(++seq_, collective_kind::reduce_scatter,
-                                                 static_cast<std::int64_t>(out.size()), op);
-    return enqueue(call, [&] {
-      return ncclReduceScatter(in.data(), out.data(), out.size(), detail::dist::nccl_type<T>(),
-                               detail::dist::nccl_op(op), comm_, stream_);
-    });
-  }
-
-  template <class In, class T>
-  void allgather(std::span<In> in, std::span<T> out) {
-    allgather_async(in, out).wait();
-  }
-  template <class In, class T>
-  nccl_request allgather_async(std::span<In> in, std::span<T> out) {
-    static_assert(std::is_same_v<std::remove_const_t<In>, T> && detail::dist::comm_element<T>);
-    if (out.size() != in.size() * static_cast<std::size_t>(size_))
-      throw shape_error(detail::cat("nccl_comm::allgather: the output has ", out.size(),
-                                    " elements, expected ", size_, " x ", in.size()));
-    const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allgather,
-                                                 static_cast<std::int64_t>(in.size()));
-    return enqueue(call, [&] {
-      return ncclAllGather(in.data(), out.data(), in.size(), detail::dist::nccl_type<T>(), comm_,
-                           stream_);
-    });
-  }
-
-  // An allreduce of one integer in device scratch memory, waited for.
-  void barrier() { barrier_async().wait(); }
-  nccl_request barrier_async() {
-    const auto call = detail::dist::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
-    return enqueue(call, [&] {
-      return ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_);
-    });
-  }
+  // The collectives (allreduce, broadcast, reduce_scatter, allgather, barrier and their _async
+  // forms) are collectives<nccl_comm, comm_memory::device>'s: see collectives.hpp. They take
+  // std::spans over device memory; the blocking forms wait for the request.
 
   // Aborts the NCCL communicator (its kernels stop; peers then fail or time out).
   void abort(const std::string& reason) {
@@ -254,7 +176,63 @@ class nccl_comm {
 
  private:
   friend class nccl_request;
+  friend class collectives<nccl_comm, comm_memory::device>;
   using clock = std::chrono::steady_clock;
+  static constexpr const char* comm_name = "nccl_comm";
+
+  // ---- the collectives, enqueued on the stream (async: the front end waits when it is false)
+
+  template <class T>
+  nccl_request allreduce_impl(comm_buffer<T> buf, reduce_op op, bool) {
+    const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allreduce,
+                                                 static_cast<std::int64_t>(buf.size()), op);
+    return enqueue(call, [&] {
+      return ncclAllReduce(buf.data(), buf.data(), buf.size(), detail::dist::nccl_type<T>(),
+                           detail::dist::nccl_op(op), comm_, stream_);
+    });
+  }
+
+  template <class T>
+  nccl_request broadcast_impl(comm_buffer<T> buf, int root, bool) {
+    const auto call =
+        detail::dist::make_call<T>(++seq_, collective_kind::broadcast,
+                                   static_cast<std::int64_t>(buf.size()), reduce_op::sum, root);
+    return enqueue(call, [&] {
+      return ncclBroadcast(buf.data(), buf.data(), buf.size(), detail::dist::nccl_type<T>(), root,
+                           comm_, stream_);
+    });
+  }
+
+  template <class T>
+  nccl_request reduce_scatter_impl(comm_buffer<const T> in, comm_buffer<T> out, reduce_op op,
+                                   bool) {
+    const auto call = detail::dist::make_call<T>(++seq_, collective_kind::reduce_scatter,
+                                                 static_cast<std::int64_t>(out.size()), op);
+    return enqueue(call, [&] {
+      return ncclReduceScatter(in.data(), out.data(), out.size(), detail::dist::nccl_type<T>(),
+                               detail::dist::nccl_op(op), comm_, stream_);
+    });
+  }
+
+  template <class T>
+  nccl_request allgather_impl(comm_buffer<const T> in, comm_buffer<T> out, bool) {
+    const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allgather,
+                                                 static_cast<std::int64_t>(in.size()));
+    return enqueue(call, [&] {
+      return ncclAllGather(in.data(), out.data(), in.size(), detail::dist::nccl_type<T>(), comm_,
+                           stream_);
+    });
+  }
+
+  // An allreduce of one integer in device scratch memory.
+  nccl_request barrier_impl(bool) {
+    const auto call = detail::dist::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
+    return enqueue(call, [&] {
+      return ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_);
+    });
+  }
+
+  // ---- setup, errors, waiting
 
   void init(int nranks, int rank, const ncclUniqueId& id, int device, cudaStream_t stream) {
     if (nranks < 1 || rank < 0 || rank >= nranks)
@@ -422,5 +400,7 @@ inline void nccl_request::wait() const {
   if (!event_) return;
   comm_->wait_event(event_.get(), call_, name_of(call_.kind));
 }
+
+static_assert(communicator<nccl_comm>);
 
 }  // namespace meld

@@ -42,7 +42,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "buffer.hpp"
+#include "collectives.hpp"
 #include "communicator.hpp"
 #include "detail/progress.hpp"
 #include "detail/thread_endpoint.hpp"
@@ -52,7 +52,7 @@ namespace meld {
 
 class thread_group;
 
-class thread_comm {
+class thread_comm : public collectives<thread_comm> {
  public:
   using request = comm_request;
 
@@ -66,49 +66,8 @@ class thread_comm {
   std::chrono::milliseconds timeout() const { return me_.options().timeout; }
   bool debug() const { return me_.debug(); }
 
-  // ---- collectives (see communicator.hpp for their meaning)
-  // --------------------------------------
-
-  template <detail::dist::buffer X>
-  void allreduce(X&& buf, reduce_op op = reduce_op::sum) {
-    allreduce_impl(detail::dist::as_span(buf), op, false);
-  }
-  template <detail::dist::buffer X>
-  comm_request allreduce_async(X&& buf, reduce_op op = reduce_op::sum) {
-    return allreduce_impl(detail::dist::as_span(buf), op, true);
-  }
-
-  template <detail::dist::buffer X>
-  void broadcast(X&& buf, int root) {
-    broadcast_impl(detail::dist::as_span(buf), root, false);
-  }
-  template <detail::dist::buffer X>
-  comm_request broadcast_async(X&& buf, int root) {
-    return broadcast_impl(detail::dist::as_span(buf), root, true);
-  }
-
-  template <detail::dist::buffer In, detail::dist::buffer Out>
-  void reduce_scatter(In&& in, Out&& out, reduce_op op = reduce_op::sum) {
-    reduce_scatter_impl(const_span(detail::dist::as_span(in)), detail::dist::as_span(out), op,
-                        false);
-  }
-  template <detail::dist::buffer In, detail::dist::buffer Out>
-  comm_request reduce_scatter_async(In&& in, Out&& out, reduce_op op = reduce_op::sum) {
-    return reduce_scatter_impl(const_span(detail::dist::as_span(in)), detail::dist::as_span(out),
-                               op, true);
-  }
-
-  template <detail::dist::buffer In, detail::dist::buffer Out>
-  void allgather(In&& in, Out&& out) {
-    allgather_impl(const_span(detail::dist::as_span(in)), detail::dist::as_span(out), false);
-  }
-  template <detail::dist::buffer In, detail::dist::buffer Out>
-  comm_request allgather_async(In&& in, Out&& out) {
-    return allgather_impl(const_span(detail::dist::as_span(in)), detail::dist::as_span(out), true);
-  }
-
-  void barrier() { barrier_impl(false); }
-  comm_request barrier_async() { return barrier_impl(true); }
+  // The collectives (allreduce, broadcast, reduce_scatter, allgather, barrier and their _async
+  // forms) are collectives<thread_comm>'s: see collectives.hpp and communicator.hpp.
 
   // Waits until every asynchronous collective this rank issued has completed (errors stay with
   // their requests).
@@ -120,14 +79,11 @@ class thread_comm {
 
  private:
   friend class thread_group;
+  friend class collectives<thread_comm>;
   using call_info = detail::dist::call_info;
+  static constexpr const char* comm_name = "thread_comm";
 
   thread_comm(std::shared_ptr<detail::dist::tc_state> st, int rank) : me_(std::move(st), rank) {}
-
-  template <class T>
-  static std::span<const T> const_span(std::span<T> s) {
-    return std::span<const T>(s.data(), s.size());
-  }
 
   template <class F>
   comm_request issue(const call_info& call, bool async, F body) {
@@ -140,10 +96,7 @@ class thread_comm {
   // ---- the collectives --------------------------------------------------------------------------
 
   template <class T>
-  comm_request allreduce_impl(std::span<T> buf, reduce_op op, bool async) {
-    static_assert(detail::dist::comm_element<T> && !std::is_const_v<T>,
-                  "thread_comm::allreduce: the buffer must be mutable float, double, int32 or "
-                  "int64 elements");
+  comm_request allreduce_impl(comm_buffer<T> buf, reduce_op op, bool async) {
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allreduce,
                                                  static_cast<std::int64_t>(buf.size()), op);
     return issue(call, async, [this, buf, op](const call_info& c) {
@@ -152,10 +105,7 @@ class thread_comm {
   }
 
   template <class T>
-  comm_request broadcast_impl(std::span<T> buf, int root, bool async) {
-    static_assert(detail::dist::comm_element<T> && !std::is_const_v<T>,
-                  "thread_comm::broadcast: the buffer must be mutable");
-    check_root(root, "broadcast");
+  comm_request broadcast_impl(comm_buffer<T> buf, int root, bool async) {
     const auto call =
         detail::dist::make_call<T>(++seq_, collective_kind::broadcast,
                                    static_cast<std::int64_t>(buf.size()), reduce_op::sum, root);
@@ -165,13 +115,8 @@ class thread_comm {
   }
 
   template <class T>
-  comm_request reduce_scatter_impl(std::span<const T> in, std::span<T> out, reduce_op op,
+  comm_request reduce_scatter_impl(comm_buffer<const T> in, comm_buffer<T> out, reduce_op op,
                                    bool async) {
-    static_assert(detail::dist::comm_element<T>, "thread_comm::reduce_scatter: element type");
-    if (in.size() != out.size() * static_cast<std::size_t>(size()))
-      throw shape_error(detail::cat("thread_comm::reduce_scatter: the input has ", in.size(),
-                                    " elements, expected ", size(), " ranks x ", out.size(),
-                                    " (the output's size)"));
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::reduce_scatter,
                                                  static_cast<std::int64_t>(out.size()), op);
     return issue(call, async, [this, in, out, op](const call_info& c) {
@@ -180,12 +125,7 @@ class thread_comm {
   }
 
   template <class T>
-  comm_request allgather_impl(std::span<const T> in, std::span<T> out, bool async) {
-    static_assert(detail::dist::comm_element<T>, "thread_comm::allgather: element type");
-    if (out.size() != in.size() * static_cast<std::size_t>(size()))
-      throw shape_error(detail::cat("thread_comm::allgather: the output has ", out.size(),
-                                    " elements, expected ", size(), " ranks x ", in.size(),
-                                    " (the input's size)"));
+  comm_request allgather_impl(comm_buffer<const T> in, comm_buffer<T> out, bool async) {
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allgather,
                                                  static_cast<std::int64_t>(in.size()));
     return issue(call, async, [this, in, out](const call_info& c) {
@@ -196,12 +136,6 @@ class thread_comm {
   comm_request barrier_impl(bool async) {
     const auto call = detail::dist::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
     return issue(call, async, [this](const call_info& c) { detail::dist::arrive_all(me_, c); });
-  }
-
-  void check_root(int root, const char* what) const {
-    if (root < 0 || root >= size())
-      throw std::invalid_argument(
-          detail::cat("thread_comm::", what, ": root ", root, " is not a rank of ", size()));
   }
 
   detail::dist::thread_endpoint me_;
@@ -281,5 +215,7 @@ class thread_group {
   std::shared_ptr<detail::dist::tc_state> state_;
   std::vector<std::unique_ptr<thread_comm>> comms_;
 };
+
+static_assert(communicator<thread_comm>);
 
 }  // namespace meld

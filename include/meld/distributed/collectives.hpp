@@ -1,0 +1,145 @@
+// meld::collectives<Comm, Memory>: the public collectives of every communicator, written once.
+// A communicator derives from it (CRTP) and implements only the transport, on comm_buffers:
+//
+//   class my_comm : public meld::collectives<my_comm> {
+//     friend class meld::collectives<my_comm>;
+//     static constexpr const char* comm_name = "my_comm";   // for error messages
+//     template <class T> request allreduce_impl(comm_buffer<T> buf, reduce_op op, bool async);
+//     template <class T> request broadcast_impl(comm_buffer<T> buf, int root, bool async);
+//     template <class T> request reduce_scatter_impl(comm_buffer<const T> in, comm_buffer<T> out,
+//                                                    reduce_op op, bool async);
+//     template <class T> request allgather_impl(comm_buffer<const T> in, comm_buffer<T> out,
+//                                               bool async);
+//     request barrier_impl(bool async);
+//     ...  rank(), size()
+//   };
+//
+// The front end converts each argument once (to_buffer in buffer.hpp: the arguments a
+// communicator of that memory takes), checks what does not depend on the transport (element
+// types and mutability at compile time; the root and the sizes of reduce_scatter and allgather,
+// before the collective gets a sequence number), and calls the *_impl with async = false for the
+// blocking form, then waits for the request it returns (CPU communicators run a blocking
+// collective on the caller's thread and return a completed request), or with async = true for
+// the _async form, and returns the request.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+#include "../core/error.hpp"
+#include "buffer.hpp"
+#include "communicator.hpp"
+
+namespace meld {
+
+template <class Comm, comm_memory Memory = comm_memory::host>
+class collectives {
+ public:
+  // Every rank ends with op over all ranks' buf.
+  template <detail::dist::buffer_for<Memory> X>
+  void allreduce(X&& buf, reduce_op op = reduce_op::sum) {
+    allreduce_async_impl(buf, op, false).wait();
+  }
+  template <detail::dist::buffer_for<Memory> X>
+  auto allreduce_async(X&& buf, reduce_op op = reduce_op::sum) {
+    return allreduce_async_impl(buf, op, true);
+  }
+
+  // Every rank ends with root's buf.
+  template <detail::dist::buffer_for<Memory> X>
+  void broadcast(X&& buf, int root) {
+    broadcast_async_impl(buf, root, false).wait();
+  }
+  template <detail::dist::buffer_for<Memory> X>
+  auto broadcast_async(X&& buf, int root) {
+    return broadcast_async_impl(buf, root, true);
+  }
+
+  // in has size() * out.size() elements; rank r gets op over all ranks of in[r m, (r + 1) m) in
+  // out (m = out.size()).
+  template <detail::dist::buffer_for<Memory> In, detail::dist::buffer_for<Memory> Out>
+  void reduce_scatter(In&& in, Out&& out, reduce_op op = reduce_op::sum) {
+    reduce_scatter_async_impl(in, out, op, false).wait();
+  }
+  template <detail::dist::buffer_for<Memory> In, detail::dist::buffer_for<Memory> Out>
+  auto reduce_scatter_async(In&& in, Out&& out, reduce_op op = reduce_op::sum) {
+    return reduce_scatter_async_impl(in, out, op, true);
+  }
+
+  // out has size() * in.size() elements; out[r m, (r + 1) m) = rank r's in (m = in.size()).
+  template <detail::dist::buffer_for<Memory> In, detail::dist::buffer_for<Memory> Out>
+  void allgather(In&& in, Out&& out) {
+    allgather_async_impl(in, out, false).wait();
+  }
+  template <detail::dist::buffer_for<Memory> In, detail::dist::buffer_for<Memory> Out>
+  auto allgather_async(In&& in, Out&& out) {
+    return allgather_async_impl(in, out, true);
+  }
+
+  // Returns when every rank has entered it.
+  void barrier() { self().barrier_impl(false).wait(); }
+  auto barrier_async() { return self().barrier_impl(true); }
+
+ private:
+  Comm& self() { return static_cast<Comm&>(*this); }
+
+  template <class X>
+  auto allreduce_async_impl(X& x, reduce_op op, bool async) {
+    const auto buf = detail::dist::to_buffer<Memory>(x);
+    using T = typename decltype(buf)::element_type;
+    static_assert(detail::dist::comm_element<T> && !std::is_const_v<T>,
+                  "allreduce: the buffer must be mutable float, double, int32 or int64 elements");
+    return self().allreduce_impl(buf, op, async);
+  }
+
+  template <class X>
+  auto broadcast_async_impl(X& x, int root, bool async) {
+    const auto buf = detail::dist::to_buffer<Memory>(x);
+    using T = typename decltype(buf)::element_type;
+    static_assert(detail::dist::comm_element<T> && !std::is_const_v<T>,
+                  "broadcast: the buffer must be mutable float, double, int32 or int64 elements");
+    if (root < 0 || root >= self().size())
+      throw std::invalid_argument(detail::cat(Comm::comm_name, "::broadcast: root ", root,
+                                              " is not a rank of ", self().size()));
+    return self().broadcast_impl(buf, root, async);
+  }
+
+  template <class In, class Out>
+  auto reduce_scatter_async_impl(In& x, Out& y, reduce_op op, bool async) {
+    const auto [in, out] = in_out(x, y);
+    if (in.size() != out.size() * static_cast<std::size_t>(self().size()))
+      throw shape_error(detail::cat(Comm::comm_name, "::reduce_scatter: the input has ", in.size(),
+                                    " elements, expected ", self().size(), " ranks x ", out.size(),
+                                    " (the output's size)"));
+    return self().reduce_scatter_impl(in, out, op, async);
+  }
+
+  template <class In, class Out>
+  auto allgather_async_impl(In& x, Out& y, bool async) {
+    const auto [in, out] = in_out(x, y);
+    if (out.size() != in.size() * static_cast<std::size_t>(self().size()))
+      throw shape_error(detail::cat(Comm::comm_name, "::allgather: the output has ", out.size(),
+                                    " elements, expected ", self().size(), " ranks x ", in.size(),
+                                    " (the input's size)"));
+    return self().allgather_impl(in, out, async);
+  }
+
+  // The input as const elements, the output as mutable ones of the same type.
+  template <class In, class Out>
+  static auto in_out(In& x, Out& y) {
+    const auto in = detail::dist::to_buffer<Memory>(x);
+    const auto out = detail::dist::to_buffer<Memory>(y);
+    using T = typename decltype(out)::element_type;
+    static_assert(detail::dist::comm_element<T> && !std::is_const_v<T>,
+                  "reduce_scatter / allgather: the output must be mutable float, double, int32 or "
+                  "int64 elements");
+    static_assert(std::is_same_v<std::remove_const_t<typename decltype(in)::element_type>, T>,
+                  "reduce_scatter / allgather: the input and the output must have the same "
+                  "element type");
+    return std::pair{comm_buffer<const T>(in), out};
+  }
+};
+
+}  // namespace meld
