@@ -73,6 +73,7 @@
 #include <utility>
 #include <vector>
 
+#include "../nn/gradient_hook.hpp"
 #include "../nn/model.hpp"
 #include "../tensor/slice.hpp"
 #include "buckets.hpp"
@@ -99,29 +100,6 @@ struct step_timing {
   int buckets = 0;
   int buckets_during_backward = 0;  // launched before backward returned (overlapped)
 };
-
-namespace nn {
-
-// What a model's backward(grad, hook) calls for each parameter gradient once backward has
-// finished writing it (see data_parallel). A plain function pointer and context: no allocation.
-template <class T, class B>
-struct gradient_ready_hook {
-  void* context = nullptr;
-  void (*notify)(void*, tensor<T, B>&) = nullptr;
-  void operator()(tensor<T, B>& grad) const {
-    if (notify) notify(context, grad);
-  }
-};
-
-// A model that reports when each gradient is final.
-template <class M>
-concept reports_ready_gradients = model<M> &&
-    requires(M& m, const tensor<typename M::value_type, typename M::backend_type>& g,
-             gradient_ready_hook<typename M::value_type, typename M::backend_type>& h) {
-  m.backward(g, h);
-};
-
-}  // namespace nn
 
 template <nn::model Model, communicator Comm>
 class data_parallel {

@@ -1,0 +1,35 @@
+// The gradient-ready hook: how a model tells whoever trains it that a parameter gradient is final
+// during backward, so that its communication can start while backward continues below (what
+// data_parallel does with its gradient buckets). nn::sequential implements it.
+//
+// A model that reports ready gradients has an overload backward(grad, hook) that calls hook(g)
+// once for each parameter gradient g (a tensor its visit_parameters hands out), as soon as
+// backward has finished writing it. The hook is a plain function pointer and context: no
+// allocation.
+#pragma once
+
+#include "../tensor/tensor.hpp"
+#include "model.hpp"
+
+namespace meld::nn {
+
+// What a model's backward(grad, hook) calls for each parameter gradient once backward has
+// finished writing it.
+template <class T, class B>
+struct gradient_ready_hook {
+  void* context = nullptr;
+  void (*notify)(void*, tensor<T, B>&) = nullptr;
+  void operator()(tensor<T, B>& grad) const {
+    if (notify) notify(context, grad);
+  }
+};
+
+// A model that reports when each gradient is final.
+template <class M>
+concept reports_ready_gradients = model<M> &&
+    requires(M& m, const tensor<typename M::value_type, typename M::backend_type>& g,
+             gradient_ready_hook<typename M::value_type, typename M::backend_type>& h) {
+  m.backward(g, h);
+};
+
+}  // namespace meld::nn
