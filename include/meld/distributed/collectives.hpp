@@ -87,19 +87,12 @@ class collectives {
 
   template <class X>
   auto allreduce_async_impl(X& x, reduce_op op, bool async) {
-    const auto buf = detail::dist::to_buffer<Memory>(x);
-    using T = typename decltype(buf)::element_type;
-    static_assert(detail::dist::comm_element<T> && !std::is_const_v<T>,
-                  "allreduce: the buffer must be mutable float, double, int32 or int64 elements");
-    return self().allreduce_impl(buf, op, async);
+    return self().allreduce_impl(written(x), op, async);
   }
 
   template <class X>
   auto broadcast_async_impl(X& x, int root, bool async) {
-    const auto buf = detail::dist::to_buffer<Memory>(x);
-    using T = typename decltype(buf)::element_type;
-    static_assert(detail::dist::comm_element<T> && !std::is_const_v<T>,
-                  "broadcast: the buffer must be mutable float, double, int32 or int64 elements");
+    const auto buf = written(x);
     if (root < 0 || root >= self().size())
       throw std::invalid_argument(detail::cat(Comm::comm_name, "::broadcast: root ", root,
                                               " is not a rank of ", self().size()));
@@ -126,15 +119,24 @@ class collectives {
     return self().allgather_impl(in, out, async);
   }
 
+  // A buffer the collective writes: mutable elements of a type collectives move.
+  template <class X>
+  static auto written(X& x) {
+    const auto buf = detail::dist::to_buffer<Memory>(x);
+    using T = typename decltype(buf)::element_type;
+    static_assert(detail::dist::comm_element<T> && !std::is_const_v<T>,
+                  "collectives: the buffer a collective writes (allreduce's, broadcast's, the "
+                  "output of reduce_scatter and allgather) must be mutable float, double, int32 "
+                  "or int64 elements");
+    return buf;
+  }
+
   // The input as const elements, the output as mutable ones of the same type.
   template <class In, class Out>
   static auto in_out(In& x, Out& y) {
     const auto in = detail::dist::to_buffer<Memory>(x);
-    const auto out = detail::dist::to_buffer<Memory>(y);
+    const auto out = written(y);
     using T = typename decltype(out)::element_type;
-    static_assert(detail::dist::comm_element<T> && !std::is_const_v<T>,
-                  "reduce_scatter / allgather: the output must be mutable float, double, int32 or "
-                  "int64 elements");
     static_assert(std::is_same_v<std::remove_const_t<typename decltype(in)::element_type>, T>,
                   "reduce_scatter / allgather: the input and the output must have the same "
                   "element type");

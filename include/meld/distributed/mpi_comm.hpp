@@ -103,20 +103,12 @@ class mpi_comm : public collectives<mpi_comm> {
   using call_info = detail::dist::call_info;
   static constexpr const char* comm_name = "mpi_comm";
 
-  template <class F>
-  comm_request issue(const call_info& call, bool async, F body) {
-    auto job = [this, call, body]() mutable { ep_.run(call, body); };
-    if (async) return comm_request(queue_.submit(std::move(job)));
-    queue_.run(job);
-    return {};
-  }
-
   template <class T>
   comm_request allreduce_impl(comm_buffer<T> buf, reduce_op op, bool async) {
     detail::dist::mpi_endpoint::checked_count(buf.size(), "allreduce");
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allreduce,
                                                  static_cast<std::int64_t>(buf.size()), op);
-    return issue(call, async, [this, buf, op](const call_info& c) {
+    return detail::dist::issue_on(queue_, ep_, call, async, [this, buf, op](const call_info& c) {
       if (native_allreduce_ || size() == 1) {
         ep_.complete("MPI_Iallreduce", c, [&](MPI_Request* r) {
           return MPI_Iallreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(buf.size()),
@@ -134,11 +126,12 @@ class mpi_comm : public collectives<mpi_comm> {
     const int n = detail::dist::mpi_endpoint::checked_count(buf.size(), "broadcast");
     const auto call =
         detail::dist::make_call<T>(++seq_, collective_kind::broadcast, n, reduce_op::sum, root);
-    return issue(call, async, [this, buf, n, root](const call_info& c) {
-      ep_.complete("MPI_Ibcast", c, [&](MPI_Request* r) {
-        return MPI_Ibcast(buf.data(), n, detail::dist::mpi_type<T>(), root, ep_.data(), r);
-      });
-    });
+    return detail::dist::issue_on(
+        queue_, ep_, call, async, [this, buf, n, root](const call_info& c) {
+          ep_.complete("MPI_Ibcast", c, [&](MPI_Request* r) {
+            return MPI_Ibcast(buf.data(), n, detail::dist::mpi_type<T>(), root, ep_.data(), r);
+          });
+        });
   }
 
   template <class T>
@@ -147,13 +140,14 @@ class mpi_comm : public collectives<mpi_comm> {
     detail::dist::mpi_endpoint::checked_count(in.size(), "reduce_scatter");
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::reduce_scatter,
                                                  static_cast<std::int64_t>(out.size()), op);
-    return issue(call, async, [this, in, out, op](const call_info& c) {
-      ep_.complete("MPI_Ireduce_scatter_block", c, [&](MPI_Request* r) {
-        return MPI_Ireduce_scatter_block(in.data(), out.data(), static_cast<int>(out.size()),
-                                         detail::dist::mpi_type<T>(), detail::dist::mpi_op(op),
-                                         ep_.data(), r);
-      });
-    });
+    return detail::dist::issue_on(
+        queue_, ep_, call, async, [this, in, out, op](const call_info& c) {
+          ep_.complete("MPI_Ireduce_scatter_block", c, [&](MPI_Request* r) {
+            return MPI_Ireduce_scatter_block(in.data(), out.data(), static_cast<int>(out.size()),
+                                             detail::dist::mpi_type<T>(), detail::dist::mpi_op(op),
+                                             ep_.data(), r);
+          });
+        });
   }
 
   template <class T>
@@ -161,7 +155,7 @@ class mpi_comm : public collectives<mpi_comm> {
     detail::dist::mpi_endpoint::checked_count(out.size(), "allgather");
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allgather,
                                                  static_cast<std::int64_t>(in.size()));
-    return issue(call, async, [this, in, out](const call_info& c) {
+    return detail::dist::issue_on(queue_, ep_, call, async, [this, in, out](const call_info& c) {
       ep_.complete("MPI_Iallgather", c, [&](MPI_Request* r) {
         return MPI_Iallgather(in.data(), static_cast<int>(in.size()), detail::dist::mpi_type<T>(),
                               out.data(), static_cast<int>(in.size()), detail::dist::mpi_type<T>(),
@@ -172,7 +166,7 @@ class mpi_comm : public collectives<mpi_comm> {
 
   comm_request barrier_impl(bool async) {
     const auto call = detail::dist::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
-    return issue(call, async, [this](const call_info& c) {
+    return detail::dist::issue_on(queue_, ep_, call, async, [this](const call_info& c) {
       ep_.complete("MPI_Ibarrier", c, [&](MPI_Request* r) { return MPI_Ibarrier(ep_.data(), r); });
     });
   }

@@ -85,21 +85,13 @@ class thread_comm : public collectives<thread_comm> {
 
   thread_comm(std::shared_ptr<detail::dist::tc_state> st, int rank) : me_(std::move(st), rank) {}
 
-  template <class F>
-  comm_request issue(const call_info& call, bool async, F body) {
-    auto job = [this, call, body]() mutable { me_.run(call, body); };
-    if (async) return comm_request(queue_.submit(std::move(job)));
-    queue_.run(job);
-    return {};
-  }
-
   // ---- the collectives --------------------------------------------------------------------------
 
   template <class T>
   comm_request allreduce_impl(comm_buffer<T> buf, reduce_op op, bool async) {
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allreduce,
                                                  static_cast<std::int64_t>(buf.size()), op);
-    return issue(call, async, [this, buf, op](const call_info& c) {
+    return detail::dist::issue_on(queue_, me_, call, async, [this, buf, op](const call_info& c) {
       detail::dist::ring_allreduce(me_, buf.data(), c, op);
     });
   }
@@ -109,7 +101,7 @@ class thread_comm : public collectives<thread_comm> {
     const auto call =
         detail::dist::make_call<T>(++seq_, collective_kind::broadcast,
                                    static_cast<std::int64_t>(buf.size()), reduce_op::sum, root);
-    return issue(call, async, [this, buf](const call_info& c) {
+    return detail::dist::issue_on(queue_, me_, call, async, [this, buf](const call_info& c) {
       detail::dist::chain_broadcast(me_, buf.data(), c);
     });
   }
@@ -119,23 +111,25 @@ class thread_comm : public collectives<thread_comm> {
                                    bool async) {
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::reduce_scatter,
                                                  static_cast<std::int64_t>(out.size()), op);
-    return issue(call, async, [this, in, out, op](const call_info& c) {
-      detail::dist::ring_reduce_scatter(me_, in.data(), out.data(), c, op);
-    });
+    return detail::dist::issue_on(
+        queue_, me_, call, async, [this, in, out, op](const call_info& c) {
+          detail::dist::ring_reduce_scatter(me_, in.data(), out.data(), c, op);
+        });
   }
 
   template <class T>
   comm_request allgather_impl(comm_buffer<const T> in, comm_buffer<T> out, bool async) {
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allgather,
                                                  static_cast<std::int64_t>(in.size()));
-    return issue(call, async, [this, in, out](const call_info& c) {
+    return detail::dist::issue_on(queue_, me_, call, async, [this, in, out](const call_info& c) {
       detail::dist::ring_allgather(me_, in.data(), out.data(), c);
     });
   }
 
   comm_request barrier_impl(bool async) {
     const auto call = detail::dist::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
-    return issue(call, async, [this](const call_info& c) { detail::dist::arrive_all(me_, c); });
+    return detail::dist::issue_on(queue_, me_, call, async,
+                                  [this](const call_info& c) { detail::dist::arrive_all(me_, c); });
   }
 
   detail::dist::thread_endpoint me_;

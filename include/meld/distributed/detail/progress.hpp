@@ -18,6 +18,7 @@
 #include "../../backend/cpu/thread_pool.hpp"
 #include "../../core/config.hpp"
 #include "../comm_error.hpp"
+#include "../communicator.hpp"
 
 namespace meld {
 
@@ -208,5 +209,23 @@ class comm_request {
  private:
   std::shared_ptr<detail::dist::request_state> state_;
 };
+
+namespace detail::dist {
+
+// Issues one collective of a rank on its queue: the job runs body(call) inside the rank's endpoint
+// (thread_endpoint or mpi_endpoint: run() refuses it when the group has failed, and cleans up
+// after an exception). async false: the job runs now, on the caller's thread when nothing is
+// queued, else after the queued ones, and the request returned is complete. async true: it runs
+// in turn on the progress thread, and the request says when it has.
+template <class Endpoint, class F>
+comm_request issue_on(progress_queue& queue, Endpoint& endpoint, const call_info& call, bool async,
+                      F body) {
+  auto job = [&endpoint, call, body]() mutable { endpoint.run(call, body); };
+  if (async) return comm_request(queue.submit(std::move(job)));
+  queue.run(job);
+  return {};
+}
+
+}  // namespace detail::dist
 
 }  // namespace meld
