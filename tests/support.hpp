@@ -47,19 +47,24 @@ auto at(const X& t, const index_list& out) {
   return t.data()[offset];
 }
 
-template <class T>
-meld::tensor<T> random_tensor(const meld::shape_t& shape, std::uint32_t seed, double lo = -2,
-                              double hi = 2) {
-  std::mt19937 gen(seed);
-  meld::tensor<T> t(shape, meld::uninitialized);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  for (T& v : t) {
-    if constexpr (std::is_integral_v<T>)
-      v = static_cast<T>(std::floor(dist(gen)));
-    else
-      v = static_cast<T>(dist(gen));
+// Random elements from the standard library's generator, on the host (B = cpu<>) or copied to B.
+template <class T, class B = meld::cpu<>>
+meld::tensor<T, B> random_tensor(const meld::shape_t& shape, std::uint32_t seed, double lo = -2,
+                                 double hi = 2) {
+  if constexpr (!std::is_same_v<B, meld::cpu<>>) {
+    return meld::to<B>(random_tensor<T>(shape, seed, lo, hi));
+  } else {
+    std::mt19937 gen(seed);
+    meld::tensor<T> t(shape, meld::uninitialized);
+    std::uniform_real_distribution<double> dist(lo, hi);
+    for (T& v : t) {
+      if constexpr (std::is_integral_v<T>)
+        v = static_cast<T>(std::floor(dist(gen)));
+      else
+        v = static_cast<T>(dist(gen));
+    }
+    return t;
   }
-  return t;
 }
 
 // A random shape of rank in [min_rank, max_rank] with extents in [1, max_extent].
@@ -87,19 +92,25 @@ inline std::string at_string(const index_list& idx) {
   return s + ")";
 }
 
-// Compares every element of `result` with expected(idx).
+// Compares every element of `result` (a tensor or view of any backend: device results are copied
+// to the host first) with expected(idx).
 template <class X, class F>
 void check_elements(const X& result, F&& expected, double tol = 1e-5) {
-  for_each_index(result.shape(), [&](const index_list& idx) {
-    const double want = static_cast<double>(expected(idx));
-    const double got = static_cast<double>(at(result, idx));
-    if (std::isnan(want)) {
-      REQUIRE(std::isnan(got));
-    } else {
-      INFO("shape " << result.shape() << " element " << at_string(idx));
-      REQUIRE(got == Approx(want).epsilon(tol).margin(tol));
-    }
-  });
+  if constexpr (!meld::backend_t<X>::host_accessible) {
+    const auto copy = meld::to<meld::cpu<>>(result);
+    check_elements(copy, expected, tol);
+  } else {
+    for_each_index(result.shape(), [&](const index_list& idx) {
+      const double want = static_cast<double>(expected(idx));
+      const double got = static_cast<double>(at(result, idx));
+      if (std::isnan(want)) {
+        REQUIRE(std::isnan(got));
+      } else {
+        INFO("shape " << result.shape() << " element " << at_string(idx));
+        REQUIRE(got == Approx(want).epsilon(tol).margin(tol));
+      }
+    });
+  }
 }
 
 // The exception message of f(), or "" if it does not throw E.

@@ -48,10 +48,19 @@ void reduce_axis(const View& dst, const E& e, int axis);  // reduce_axis.hpp
 template <class T, class A, class B, class C>
 void gemm_into(T alpha, const A& a, const B& b, T beta, const C& c);  // matmul.hpp
 
+// The heavy parts below depend only on the element type and the cursor (the lowered tree), not on
+// the expression: the same expression on cpu<sync>, cpu<async> or sim compiles its loops once.
+
+// Whether the cursor's operations run on SIMD batches of T, and the cost that sizes parallel work.
+template <class C, class T>
+inline constexpr bool simd_cursor = simd_capable<decltype(C::tree), T>::value;
+template <class C>
+inline constexpr int cursor_cost = cost_of<decltype(C::tree)>::value + C::leaf_count;
+
 // Evaluates a cursor (whose leaves are in `table`) into dst, which it does not overlap.
-template <class E, class T, class C, int L>
-void assign_cursor(T* dst, const shape_t& shape, const strides_t& dst_strides, C& src,
-                   const leaf_table<L>& table) {
+template <class T, class C>
+void assign_cursor(T* dst, const shape_t& shape, const strides_t& dst_strides, const C& src,
+                   const leaf_table<C::leaf_count>& table) {
   constexpr int N = 1 + C::leaf_count;
   char* base[N];
   std::size_t elem[N];
@@ -68,15 +77,62 @@ void assign_cursor(T* dst, const shape_t& shape, const strides_t& dst_strides, C
   plan<N> p = make_plan<N>(shape, base, elem, in);
   p.modes[0] = access::write;
 
-  constexpr bool simd = detail::simd_capable<E, T>::value;
-  using Batch = std::conditional_t<simd, batch_for<T>, void>;
-  const index_t chunks = chunk_count(p.size, detail::cost_of<E>::value + C::leaf_count);
+  using Batch = std::conditional_t<simd_cursor<C, T>, batch_for<T>, void>;
+  const index_t chunks = chunk_count(p.size, cursor_cost<C>);
   static_assert(std::is_trivially_copyable_v<C>);
   // Streaming stores only where the driver passes the destination's rows in place.
   const bool dst_rows_contiguous = p.strides[0][p.rank - 1] == index_t(sizeof(T));
   const row_fn fn = dst_rows_contiguous ? assign_row_for<Batch, T, C>(p.size * index_t(sizeof(T)))
                                         : &assign_row<Batch, T, C>;
   run_chunks(p.ref(), p.size, chunks, dst, sizeof(T), fn, &src, sizeof(C));
+}
+
+// The flat fast path: dst and every leaf contiguous with one shape, read in place from ptrs[1..]
+// (ptrs[0] is dst). Returns false, doing nothing, when a leaf overlaps dst without being dst.
+template <class T, class C>
+MELD_NOINLINE bool assign_flat(index_t n, char* const* ptrs, const std::size_t* elems,
+                               const C& src) {
+  constexpr int N = 1 + C::leaf_count;
+  const byte_span d{reinterpret_cast<std::uintptr_t>(ptrs[0]),
+                    reinterpret_cast<std::uintptr_t>(ptrs[0]) + std::uintptr_t(n) * sizeof(T)};
+  for (int i = 1; i < N; ++i) {
+    const auto lo = reinterpret_cast<std::uintptr_t>(ptrs[i]);
+    if ((ptrs[i] != ptrs[0] || elems[i] != sizeof(T)) &&
+        overlaps({lo, lo + std::uintptr_t(n) * elems[i]}, d))
+      return false;
+  }
+  using Batch = std::conditional_t<simd_cursor<C, T>, batch_for<T>, void>;
+  const index_t chunks = chunk_count(n, cursor_cost<C>);
+  const index_t bytes = n * index_t(sizeof(T));
+  if (chunks == 1 && bytes < stream_store_bytes) {
+    assign_row<Batch, T, C>(const_cast<C*>(&src), ptrs, 0, n);
+    return true;
+  }
+  const row_fn fn = assign_row_for<Batch, T, C>(bytes);
+  if (chunks == 1) {
+    fn(const_cast<C*>(&src), ptrs, 0, n);
+    return true;
+  }
+  plan<N> p = flat_plan<N>(n, ptrs, elems);
+  p.modes[0] = access::write;
+  run_chunks(p.ref(), n, chunks, ptrs[0], sizeof(T), fn, &src, sizeof(C));
+  return true;
+}
+
+// dst (any layout) = the cursor, through a temporary when a leaf overlaps dst other than element
+// for element.
+template <class T, class C>
+MELD_NOINLINE void assign_planned(T* dst, const shape_t& shape, const strides_t& strides,
+                                  const C& src, const leaf_table<C::leaf_count>& table) {
+  const leaf_info out{reinterpret_cast<const char*>(dst), shape, strides, sizeof(T)};
+  if (!needs_temporary(out, table.leaves, table.count))
+    return assign_cursor<T>(dst, shape, strides, src, table);
+  tensor<T, cpu<>> tmp(shape, uninitialized);
+  assign_cursor<T>(tmp.raw_data(), tmp.shape(), tmp.strides(), src, table);
+  using copy_cursor = cursor<leaf_cursor<T>>;
+  leaf_table<1> from;
+  from.add(tmp.raw_data(), tmp.shape(), tmp.strides());
+  assign_cursor<T>(dst, shape, strides, copy_cursor{}, from);
 }
 
 template <class View, class E>
@@ -86,41 +142,19 @@ void assign(const View& dst, const E& e) {
   constexpr int N = 1 + C::leaf_count;
   const index_t n = dst.size();
   if (n == 0) return;
+  T* out = const_cast<T*>(dst.raw_data());
 
   if (dst.is_contiguous()) {
-    // The flat fast path: every leaf contiguous with the destination's shape, read in place.
     char* ptrs[N];
     std::size_t elems[N];
-    ptrs[0] = reinterpret_cast<char*>(const_cast<T*>(dst.raw_data()));
+    ptrs[0] = reinterpret_cast<char*>(out);
     elems[0] = sizeof(T);
     int k = 1;
     if (flat_inputs(e, dst.shape(), ptrs, elems, k)) {
-      bool clash = false;  // a leaf that overlaps dst without being dst
-      const byte_span d{reinterpret_cast<std::uintptr_t>(ptrs[0]),
-                        reinterpret_cast<std::uintptr_t>(ptrs[0]) + std::uintptr_t(n) * sizeof(T)};
-      for (int i = 1; i < N; ++i) {
-        const auto lo = reinterpret_cast<std::uintptr_t>(ptrs[i]);
-        clash = clash || ((ptrs[i] != ptrs[0] || elems[i] != sizeof(T)) &&
-                          overlaps({lo, lo + std::uintptr_t(n) * elems[i]}, d));
-      }
-      if (!clash) {
-        no_table none;
-        C src = make_cursor(e, none);
-        constexpr bool simd = detail::simd_capable<E, T>::value;
-        using Batch = std::conditional_t<simd, batch_for<T>, void>;
-        const index_t chunks = chunk_count(n, detail::cost_of<E>::value + C::leaf_count);
-        const index_t bytes = n * index_t(sizeof(T));
-        if (chunks == 1 && bytes < stream_store_bytes)
-          return assign_row<Batch, T, C>(&src, ptrs, 0, n);
-        const row_fn fn = assign_row_for<Batch, T, C>(bytes);
-        if (chunks == 1) return fn(&src, ptrs, 0, n);
-        plan<N> p = flat_plan<N>(n, ptrs, elems);
-        p.modes[0] = access::write;
-        return run_chunks(p.ref(), n, chunks, ptrs[0], sizeof(T), fn, &src, sizeof(C));
-      }
+      no_table none;
+      if (assign_flat<T>(n, ptrs, elems, make_cursor(e, none))) return;
     }
   }
-
   // A product or an axis reduction goes straight into the destination when it reads nothing there.
   if constexpr (is_matmul_expr<E>) {
     if (e.shape() == dst.shape() && std::is_same_v<T, typename E::value_type> &&
@@ -132,16 +166,8 @@ void assign(const View& dst, const E& e) {
       return reduce_axis<typename E::reducer_type>(dst, e.operand(), e.axis());
   }
   leaf_table<C::leaf_count> table;
-  C src = make_cursor(e, table);
-  const leaf_info out{reinterpret_cast<const char*>(dst.raw_data()), dst.shape(), dst.strides(),
-                      sizeof(T)};
-  if (needs_temporary(out, table.leaves, table.count)) {
-    tensor<T, cpu<>> tmp(dst.shape(), uninitialized);
-    assign_cursor<E>(tmp.raw_data(), tmp.shape(), tmp.strides(), src, table);
-    assign(dst, tensor_ref<T, cpu<>>(tmp));
-    return;
-  }
-  assign_cursor<E>(const_cast<T*>(dst.raw_data()), dst.shape(), dst.strides(), src, table);
+  const C src = make_cursor(e, table);
+  assign_planned<T>(out, dst.shape(), dst.strides(), src, table);
 }
 
 // Fills n contiguous elements, in parallel for large n (first touch by the threads that will use

@@ -187,6 +187,12 @@ void assign_row_stream(void* ctx, char* const* rows, index_t, index_t n) {
   stream_fence();
 }
 
+// Writes the value at ctx into each element of a row.
+template <class T>
+void fill_row(void* ctx, char* const* rows, index_t, index_t n) {
+  std::fill_n(reinterpret_cast<T*>(rows[0]), n, *static_cast<const T*>(ctx));
+}
+
 // ---- reductions ---------------------------------------------------------------------------------
 
 // Elements per superblock: the unit of parallel work. Superblock boundaries depend only on the

@@ -38,26 +38,23 @@ strided_operand<T> as_strided(const E& e) {
   }
 }
 
-// c = alpha a b + beta c for rank-2 or rank-3 (batched) operands; c does not overlap a or b.
-template <class T, class A, class B, class C>
-void gemm_into(T alpha, const A& a_expr, const B& b_expr, T beta, const C& c_view) {
-  const strided_operand<T> a = as_strided<T>(a_expr), b = as_strided<T>(b_expr);
-  const shape_t& cs = c_view.shape();
+// c = alpha a b + beta c for rank-2 or rank-3 (batched) strided operands; c does not overlap a
+// or b. One instantiation per element type, whatever the operands' expressions.
+template <class T>
+MELD_NOINLINE void gemm_strided(T alpha, const strided_operand<T>& a, const strided_operand<T>& b,
+                                T beta, T* c_data, const shape_t& cs, const strides_t& c_strides) {
   const int rc = cs.size();
   const index_t batches = rc == 3 ? cs[0] : 1;
-  auto matrix = [](const auto* data, const shape_t& s, const strides_t& st, index_t batch) {
-    const int r = s.size();
-    const index_t offset = r == 3 ? batch * st[0] : 0;
-    using P = std::remove_const_t<std::remove_pointer_t<decltype(data)>>;
-    return matrix_ref<std::add_const_t<P>>{data + offset, s[r - 2], s[r - 1], st[r - 2], st[r - 1]};
+  auto matrix = [](const strided_operand<T>& x, index_t batch) {
+    const int r = x.shape.size();
+    const index_t offset = r == 3 ? batch * x.strides[0] : 0;
+    return matrix_ref<const T>{x.data + offset, x.shape[r - 2], x.shape[r - 1], x.strides[r - 2],
+                               x.strides[r - 1]};
   };
-  T* c_data = const_cast<T*>(c_view.raw_data());
   auto one = [&](index_t batch) {
-    const index_t c_off = rc == 3 ? batch * c_view.strides()[0] : 0;
-    matrix_ref<T> c{c_data + c_off, cs[rc - 2], cs[rc - 1], c_view.strides()[rc - 2],
-                    c_view.strides()[rc - 1]};
-    gemm(alpha, matrix(a.data, a.shape, a.strides, batch),
-         matrix(b.data, b.shape, b.strides, batch), beta, c);
+    const index_t c_off = rc == 3 ? batch * c_strides[0] : 0;
+    matrix_ref<T> c{c_data + c_off, cs[rc - 2], cs[rc - 1], c_strides[rc - 2], c_strides[rc - 1]};
+    gemm(alpha, matrix(a, batch), matrix(b, batch), beta, c);
   };
   // A batch of products too small to use the threads one by one runs one product per task (each
   // on one thread; the results do not depend on the thread count either way).
@@ -73,6 +70,13 @@ void gemm_into(T alpha, const A& a_expr, const B& b_expr, T beta, const C& c_vie
     return;
   }
   for (index_t batch = 0; batch < batches; ++batch) one(batch);
+}
+
+// c = alpha a b + beta c for expressions a and b (evaluated first unless they are strided leaves).
+template <class T, class A, class B, class C>
+void gemm_into(T alpha, const A& a_expr, const B& b_expr, T beta, const C& c_view) {
+  gemm_strided<T>(alpha, as_strided<T>(a_expr), as_strided<T>(b_expr), beta,
+                  const_cast<T*>(c_view.raw_data()), c_view.shape(), c_view.strides());
 }
 
 template <class A, class B>

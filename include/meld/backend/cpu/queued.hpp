@@ -123,9 +123,10 @@ class small_list {
 // Enqueues work on stream `on` (or the home stream of the first written storage, else of the first
 // read one, else the current stream) after the events
 // it depends on; records it as a read of `reads` and a write of `writes`. Returns its event.
-template <class Access, class F>
+// (One instance per access type, whatever the work: the work arrives type-erased.)
+template <class Access>
 event enqueue_ordered(std::shared_ptr<stream_state> on, const small_list<Access*, 8>& reads,
-                      const small_list<Access*, 8>& writes, F&& work) {
+                      const small_list<Access*, 8>& writes, task work) {
   std::lock_guard lock(enqueue_mutex());
   auto home_of = [&](Access* a) {
     if (!on) on = a->home_locked();
@@ -139,7 +140,7 @@ event enqueue_ordered(std::shared_ptr<stream_state> on, const small_list<Access*
   if (!waits.empty()) {
     on->enqueue(task([waits] { waits.for_each([](const event& e) { e.wait_quietly(); }); }));
   }
-  const event done(on, on->enqueue(task(std::forward<F>(work))));
+  const event done(on, on->enqueue(std::move(work)));
   reads.for_each([&](Access* a) { a->record_read(done); });
   writes.for_each([&](Access* a) { a->record_write(done); });
   return done;
@@ -204,7 +205,7 @@ struct queued_executor {
     writes.push_back(&target.storage_ptr()->access());
     leaf_accesses(captured, reads);
     enqueue_ordered(on ? on->state() : nullptr, reads, writes,
-                    [target, captured] { Run::assign(target, captured); });
+                    task([target, captured] { Run::assign(target, captured); }));
   }
 
   template <class Dst, class T>
@@ -213,7 +214,7 @@ struct queued_executor {
     auto target = owning_view(dst);
     access_list reads, writes;
     writes.push_back(&target.storage_ptr()->access());
-    enqueue_ordered(nullptr, reads, writes, [target, value] { Run::fill(target, value); });
+    enqueue_ordered(nullptr, reads, writes, task([target, value] { Run::fill(target, value); }));
   }
 
   template <class R, class E>
@@ -232,9 +233,9 @@ struct queued_executor {
     });
     if (!home) home = access_type::home_type::current();
     auto state = std::make_shared<stream_future_state<Result>>();
-    state->done = enqueue_ordered(home, reads, writes, [captured, state] {
-      state->value = Run::template reduce<R>(captured);
-    });
+    state->done = enqueue_ordered(home, reads, writes, task([captured, state] {
+                                    state->value = Run::template reduce<R>(captured);
+                                  }));
     return future<Result>(state);
   }
 
@@ -247,9 +248,9 @@ struct queued_executor {
     access_list reads, writes;
     writes.push_back(&target.storage_ptr()->access());
     leaf_accesses(captured, reads);
-    enqueue_ordered(nullptr, reads, writes, [target, captured, axis] {
-      Run::template reduce_axis<R>(target, captured, axis);
-    });
+    enqueue_ordered(nullptr, reads, writes, task([target, captured, axis] {
+                      Run::template reduce_axis<R>(target, captured, axis);
+                    }));
   }
 
   template <class T, class A, class B, class C>
@@ -279,7 +280,7 @@ struct queued_executor {
     access_list reads, writes;
     writes.push_back(&target.storage_ptr()->access());
     enqueue_ordered(nullptr, reads, writes,
-                    [target, staged] { Run::copy_from_host(target, staged.get()); });
+                    task([target, staged] { Run::copy_from_host(target, staged.get()); }));
   }
 
   // Waits for src's last write, then copies.
@@ -298,7 +299,7 @@ struct queued_executor {
     access_list reads, writes;
     writes.push_back(&target.storage_ptr()->access());
     reads.push_back(&source.storage_ptr()->access());
-    enqueue_ordered(nullptr, reads, writes, [target, source] { Run::copy(target, source); });
+    enqueue_ordered(nullptr, reads, writes, task([target, source] { Run::copy(target, source); }));
   }
 
   // Enqueues fn(args...) with host views of the tensor views among args (see
@@ -320,7 +321,7 @@ struct queued_executor {
     (note(args), ...);
     check_devices("host_kernel", args...);
     enqueue_ordered(nullptr, reads, writes,
-                    [fn = std::forward<F>(fn), args...] { Run::host_kernel(fn, args...); });
+                    task([fn = std::forward<F>(fn), args...] { Run::host_kernel(fn, args...); }));
   }
 };
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../../expr/reduce.hpp"
+#include "assign.hpp"
 #include "chunks.hpp"
 #include "loops.hpp"
 #include "lower.hpp"
@@ -31,15 +32,15 @@ inline constexpr bool is_arg_reducer =
 
 // The reduction of n elements of the cursor `src`, whose leaves are contiguous from base[i]
 // (`planned` null: the flat path) or walked by the plan `planned`.
-template <class R, class E, class C, int N>
-auto reduce_run(const C& src, index_t n, char* const* base, const std::size_t* elem,
-                const plan_ref* planned) {
-  using V = value_t<E>;
+template <class R, class C, int N>
+MELD_NOINLINE auto reduce_run(const C& src, index_t n, char* const* base, const std::size_t* elem,
+                              const plan_ref* planned) {
+  using V = typename C::value_type;
   constexpr bool is_mean = std::is_same_v<R, reducers::mean>;
   using Fold = std::conditional_t<is_mean, reducers::sum, R>;
   using A = accumulator_t<R, V>;
   using Result = typename R::template result<V>;
-  const index_t chunks = chunk_count(n, detail::cost_of<E>::value + C::leaf_count);
+  const index_t chunks = chunk_count(n, cursor_cost<C>);
 
   if constexpr (is_arg_reducer<R>) {
     using State = arg_state<R, C>;
@@ -55,7 +56,7 @@ auto reduce_run(const C& src, index_t n, char* const* base, const std::size_t* e
       if (b.index >= 0 && (out.index < 0 || R::better(b.value, out.value))) out = b;
     return static_cast<Result>(out.index);
   } else {
-    constexpr bool simd = std::is_same_v<V, A> && detail::simd_capable<E, A>::value;
+    constexpr bool simd = std::is_same_v<V, A> && simd_cursor<C, A>;
     using Batch = std::conditional_t<simd, batch_for<A>, void>;
     using State = reduce_state<Fold, A, Batch, C>;
     const row_fn fn = &reduce_row<Fold, A, Batch, C>;
@@ -125,9 +126,9 @@ auto reduce(const E& e) {
     if constexpr (is_arg_reducer<R>) {
       const plan<N> p = flat_plan<N>(n, base, elem);
       const plan_ref ref = p.ref();
-      return reduce_run<R, E, C, N>(src, n, base, elem, &ref);
+      return reduce_run<R, C, N>(src, n, base, elem, &ref);
     } else {
-      return reduce_run<R, E, C, N>(src, n, base, elem, nullptr);
+      return reduce_run<R, C, N>(src, n, base, elem, nullptr);
     }
   }
   leaf_table<C::leaf_count> table;
@@ -142,7 +143,7 @@ auto reduce(const E& e) {
   }
   const plan<N> p = make_plan<N>(shape, base, elem, in);
   const plan_ref ref = p.ref();
-  return reduce_run<R, E, C, N>(src, n, base, elem, &ref);
+  return reduce_run<R, C, N>(src, n, base, elem, &ref);
 }
 
 }  // namespace meld::detail::cpu_eval

@@ -108,25 +108,22 @@ void column_store(void* ctx, char* const* rows, index_t, index_t n) {
   }
 }
 
-template <class R, class View, class E>
-void reduce_axis(const View& dst, const E& e, int axis) {
-  using T = typename View::value_type;
-  using V = value_t<E>;
+// The reduction of the cursor src (over in_shape; leaves in `table`) along `axis` into dst, which
+// has dst_rank axes (in_shape's without `axis`, or with extent 1 there) and M elements. Depends on
+// the cursor, not on the expression (see assign.hpp).
+template <class R, class T, class C>
+MELD_NOINLINE void reduce_axis_cursor(T* dst, int dst_rank, const strides_t& dst_strides, index_t M,
+                                      const shape_t& in_shape, int axis, const C& src,
+                                      const leaf_table<C::leaf_count>& table) {
+  using V = typename C::value_type;
   constexpr bool is_mean = std::is_same_v<R, reducers::mean>;
   using Result = typename R::template result<V>;
   using A = accumulator_t<R, V>;
   // Float sums over a strided axis accumulate in double (there is no pairwise tree there).
   using W = std::conditional_t<std::is_same_v<A, float> && !R::needs_elements, double, A>;
-  using C = cursor_t<E>;
   constexpr int N = 1 + C::leaf_count;
-
-  if (dst.size() == 0) return;
-  const shape_t& in_shape = e.shape();
   const int r = in_shape.size();
   const index_t L = in_shape[axis];
-
-  leaf_table<C::leaf_count> table;
-  C src = make_cursor(e, table);
 
   // The iteration space: the operand's axes with `axis` moved last.
   auto move_last = [&](const strides_t& s) {
@@ -143,16 +140,16 @@ void reduce_axis(const View& dst, const E& e, int axis) {
   {
     // The destination has the operand's axes without `axis` (or with extent 1 there).
     strides_t ds;
-    const bool keep = dst.rank() == r;
+    const bool keep = dst_rank == r;
     for (int d = 0, j = 0; d < r; ++d) {
       if (d == axis) {
         j += keep;
         continue;
       }
-      ds.push_back(dst.strides()[j++]);
+      ds.push_back(dst_strides[j++]);
     }
     ds.push_back(0);
-    base[0] = reinterpret_cast<char*>(const_cast<T*>(dst.raw_data()));
+    base[0] = reinterpret_cast<char*>(dst);
     elem[0] = sizeof(T);
     in[0] = ds;
   }
@@ -164,7 +161,6 @@ void reduce_axis(const View& dst, const E& e, int axis) {
   }
   plan<N> p = make_plan<N>(space, base, elem, in, /*separate_last=*/true);
   p.modes[0] = access::pointer;  // the output element, written once per row
-  const index_t M = dst.size();  // outputs
   bool along_contiguous = true;  // every operand is contiguous along the axis
   for (int i = 1; i < N; ++i) along_contiguous = along_contiguous && p.inner[i] == 1;
 
@@ -176,19 +172,24 @@ void reduce_axis(const View& dst, const E& e, int axis) {
       fill = 0;
     else
       fill = static_cast<Result>(R::template identity<A>());
-    tensor<T, cpu<>> filled({1}, uninitialized);
-    filled.fill(static_cast<T>(fill));
-    assign(dst, tensor_view<const T, cpu<>>(filled.view()).broadcast_to(dst.shape()));
+    // Every output gets the fill: a plan over the outputs alone (the axis with extent 1).
+    shape_t outputs = space;
+    outputs[r - 1] = 1;
+    char* out_base[1] = {base[0]};
+    const std::size_t out_elem[1] = {sizeof(T)};
+    const strides_t out_in[1] = {in[0]};
+    plan<1> q = make_plan<1>(outputs, out_base, out_elem, out_in);
+    q.modes[0] = access::write;
+    T value = static_cast<T>(fill);
+    run_rows(q.ref(), 0, q.size, &fill_row<T>, &value);
     return;
   }
 
-  const index_t chunks =
-      std::min(chunk_count(p.size, detail::cost_of<E>::value + C::leaf_count), M);
+  const index_t chunks = std::min(chunk_count(p.size, cursor_cost<C>), M);
 
   if (along_contiguous || M < 64) {
     // One output at a time, reducing a row of the operand (packed when it is strided).
-    constexpr bool simd =
-        !is_arg_reducer<R> && std::is_same_v<V, A> && detail::simd_capable<E, A>::value;
+    constexpr bool simd = !is_arg_reducer<R> && std::is_same_v<V, A> && simd_cursor<C, A>;
     using Batch = std::conditional_t<simd, batch_for<A>, void>;
     using State = axis_row_state<R, A, Batch, C>;
     auto piece = [&](index_t i) { return (M / chunks * i + (M % chunks) * i / chunks) * L; };
@@ -231,6 +232,17 @@ void reduce_axis(const View& dst, const E& e, int axis) {
       run_rows(out_ref, m0, m1, &column_store<R, W, V, T>, &store);
     }
   });
+}
+
+template <class R, class View, class E>
+void reduce_axis(const View& dst, const E& e, int axis) {
+  using T = typename View::value_type;
+  using C = cursor_t<E>;
+  if (dst.size() == 0) return;
+  leaf_table<C::leaf_count> table;
+  const C src = make_cursor(e, table);
+  reduce_axis_cursor<R>(const_cast<T*>(dst.raw_data()), dst.rank(), dst.strides(), dst.size(),
+                        e.shape(), axis, src, table);
 }
 
 template <class R, class A>

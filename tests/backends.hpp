@@ -1,0 +1,90 @@
+// Tests written once over a backend and instantiated per backend, as Kokkos instantiates its unit
+// tests per execution space:
+//
+//   BACKEND_TEST_CASE("sums match a naive loop", "[reduce]") {
+//     auto h = test::random_tensor<float>({1000}, 1);   // reference data on the host
+//     auto x = test::on<B>(h);                           // the same on backend B
+//     REQUIRE(test::value(meld::sum(x)) == Approx(naive_sum(h)));
+//   }
+//
+// Inside, B is the backend. Each case is registered once per backend of the build, with the
+// backend's name appended and tags saying which it is:
+//   default build:              cpu<sync> [host], cpu<async> [host][async], sim<sync> [sim],
+//                               sim<async> [sim][async]
+//   MELD_TEST_CUDA (the .cu files of tests/gpu compile the same suites with nvcc):
+//                               cuda<sync> [cuda], cuda<async> [cuda][async]
+// CTest runs every suite once per backend family (tests/CMakeLists.txt: the host backends with
+// the suite's other tests, then [sim] with label sim, or [cuda] with label gpu), and the
+// ThreadSanitizer build runs the [async] instantiations. Reference values come to the host
+// through explicit copies (test::host), never through host access to device memory.
+#pragma once
+
+#include <type_traits>
+
+#include "support.hpp"
+
+#define MELD_TEST_CAT2(a, b) a##b
+#define MELD_TEST_CAT(a, b) MELD_TEST_CAT2(a, b)
+
+#if defined(MELD_TEST_CUDA)
+#define MELD_TEST_INSTANTIATE(NAME, TAGS, FN)              \
+  TEST_CASE(NAME " (cuda<sync>)", TAGS "[cuda]") {         \
+    FN<meld::cuda<meld::sync>>();                          \
+  }                                                        \
+  TEST_CASE(NAME " (cuda<async>)", TAGS "[cuda][async]") { \
+    FN<meld::cuda<meld::async>>();                         \
+  }
+#else
+#define MELD_TEST_INSTANTIATE(NAME, TAGS, FN)            \
+  TEST_CASE(NAME " (cpu<sync>)", TAGS "[cpu]") {         \
+    FN<meld::cpu<meld::sync>>();                         \
+  }                                                      \
+  TEST_CASE(NAME " (cpu<async>)", TAGS "[cpu][async]") { \
+    FN<meld::cpu<meld::async>>();                        \
+  }                                                      \
+  TEST_CASE(NAME " (sim<sync>)", TAGS "[sim]") {         \
+    FN<meld::sim<meld::sync>>();                         \
+  }                                                      \
+  TEST_CASE(NAME " (sim<async>)", TAGS "[sim][async]") { \
+    FN<meld::sim<meld::async>>();                        \
+  }
+#endif
+
+#define MELD_BACKEND_TEST_CASE(NAME, TAGS, FN) \
+  template <class B>                           \
+  static void FN();                            \
+  MELD_TEST_INSTANTIATE(NAME, TAGS, FN)        \
+  template <class B>                           \
+  static void FN()
+
+#define BACKEND_TEST_CASE(NAME, TAGS) \
+  MELD_BACKEND_TEST_CASE(NAME, TAGS, MELD_TEST_CAT(meld_backend_test_, __LINE__))
+
+namespace test {
+
+// A copy on the host (cpu<sync>) of a tensor, view or expression of any backend.
+template <class X>
+auto host(const X& x) {
+  return meld::to<meld::cpu<>>(x);
+}
+
+// A copy on backend B of a host tensor.
+template <class B, class T>
+meld::tensor<T, B> on(const meld::tensor<T>& h) {
+  return meld::to<B>(h);
+}
+
+// The value of a reduction to a scalar under any policy (a meld::future under async).
+template <class X>
+auto value(const X& x) {
+  if constexpr (requires { x.get(); })
+    return x.get();
+  else
+    return x;
+}
+
+// Whether B is an asynchronous backend.
+template <class B>
+inline constexpr bool is_async = std::is_same_v<typename B::policy, meld::async>;
+
+}  // namespace test
