@@ -1,7 +1,7 @@
 // The CUDA backend against the CPU backend: every elementwise operation, broadcasting and views,
 // reductions (whole and along axes), matrix products (float, double, half, bfloat16), transfers,
 // ordering across streams, and errors. Compiled always; runs where a GPU is present (else: skip).
-#include "gpu_main.hpp"
+#include "../support.hpp"
 
 using meld::index_t;
 using meld::range;

@@ -1,11 +1,11 @@
 // The main() of GPU tests: reports "skipped" (exit code 77, CTest's SKIP_RETURN_CODE) when there
 // is no CUDA device, so that a machine without a GPU never counts these tests as passed.
-#pragma once
-
 #define MELD_CATCH_OWN_MAIN
 #include <cstdio>
 
-#include "../support.hpp"
+#include <meld/meld.hpp>
+
+#include "catch.hpp"
 
 int main(int argc, char** argv) {
   const int devices = meld::cuda_device_count();
