@@ -60,6 +60,40 @@
 #define BACKEND_TEST_CASE(NAME, TAGS) \
   MELD_BACKEND_TEST_CASE(NAME, TAGS, MELD_TEST_CAT(meld_backend_test_, __LINE__))
 
+// The same for the asynchronous backends only (streams, events, futures, overlap).
+#if defined(MELD_TEST_CUDA)
+#define MELD_TEST_INSTANTIATE_ASYNC(NAME, TAGS, FN)        \
+  TEST_CASE(NAME " (cuda<async>)", TAGS "[cuda][async]") { \
+    FN<meld::cuda<meld::async>>();                         \
+  }
+#else
+#define MELD_TEST_INSTANTIATE_ASYNC(NAME, TAGS, FN)       \
+  TEST_CASE(NAME " (cpu<async>)", TAGS "[host][async]") { \
+    FN<meld::cpu<meld::async>>();                         \
+  }                                                       \
+  TEST_CASE(NAME " (sim<async>)", TAGS "[sim][async]") {  \
+    FN<meld::sim<meld::async>>();                         \
+  }
+#endif
+#define MELD_ASYNC_BACKEND_TEST_CASE(NAME, TAGS, FN) \
+  template <class B>                                 \
+  static void FN();                                  \
+  MELD_TEST_INSTANTIATE_ASYNC(NAME, TAGS, FN)        \
+  template <class B>                                 \
+  static void FN()
+#define ASYNC_BACKEND_TEST_CASE(NAME, TAGS) \
+  MELD_ASYNC_BACKEND_TEST_CASE(NAME, TAGS, MELD_TEST_CAT(meld_backend_test_, __LINE__))
+
+// A test of host-only behaviour in a generic suite's file: an ordinary test case, left out of the
+// CUDA build of the suite.
+#if defined(MELD_TEST_CUDA)
+#define HOST_TEST_CASE(NAME, TAGS) \
+  template <class Unused>          \
+  [[maybe_unused]] static void MELD_TEST_CAT(meld_host_test_, __LINE__)()
+#else
+#define HOST_TEST_CASE(NAME, TAGS) TEST_CASE(NAME, TAGS)
+#endif
+
 namespace test {
 
 // A copy on the host (cpu<sync>) of a tensor, view or expression of any backend.
