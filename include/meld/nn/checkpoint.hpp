@@ -29,7 +29,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -37,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "../tensor/convert.hpp"
 #include "layer.hpp"
 #include "optim/optimizer.hpp"
 #include "require_model.hpp"
@@ -160,41 +163,69 @@ struct entry {
   std::size_t bytes;
 };
 
-// Something of the model or optimizer that a checkpoint holds.
+// Something of the model or optimizer that a checkpoint holds, staged in host memory: tensors
+// (of any backend) go through explicit host copies, made by meld::to when saving, and written
+// back by commit() once a load has checked everything.
 struct slot {
   kind k;
   std::string name;
   std::uint32_t type;
   shape_t shape;
-  void* data;
+  void* data;         // host memory: the staging copy, or a host value (a step counter)
   std::size_t count;  // elements
+  std::shared_ptr<void> staging;
+  std::function<void()> commit;  // load: from the staging copy into the tensor
 };
+
+enum class staging { save, load };
+
+template <class X>
+slot tensor_slot(kind k, std::string_view name, X& t, staging mode) {
+  using T = typename X::value_type;
+  using B = typename X::backend_type;
+  auto host = std::make_shared<tensor<T, cpu<>>>(
+      mode == staging::save ? to<cpu<>>(t) : tensor<T, cpu<>>(t.shape(), uninitialized));
+  slot s{k,
+         std::string(name),
+         element_code<T>(),
+         t.shape(),
+         host->data(),
+         static_cast<std::size_t>(t.size()),
+         host,
+         {}};
+  if (mode == staging::load)
+    s.commit = [&t, host] {
+      if (t.size()) executor<B>::copy_from_host(t, static_cast<const T*>(host->data()));
+    };
+  return s;
+}
 
 // The slots of a model (and optimizer), in visiting order.
 template <class M>
-void model_slots(M& model, std::vector<slot>& out) {
-  using T = typename M::value_type;
+void model_slots(M& model, std::vector<slot>& out, staging mode) {
   model.visit_parameters([&](std::string_view name, auto& p, auto&) {
-    out.push_back({kind::parameter, std::string(name), element_code<T>(), p.shape(), p.data(),
-                   static_cast<std::size_t>(p.size())});
+    out.push_back(tensor_slot(kind::parameter, name, p, mode));
   });
   model.visit_buffers([&](std::string_view name, auto& b) {
-    out.push_back({kind::buffer, std::string(name), element_code<T>(), b.shape(), b.data(),
-                   static_cast<std::size_t>(b.size())});
+    out.push_back(tensor_slot(kind::buffer, name, b, mode));
   });
 }
 
 template <class O>
-void optimizer_slots(O& opt, std::vector<slot>& out) {
+void optimizer_slots(O& opt, std::vector<slot>& out, staging mode) {
   opt.visit_state([&](std::string_view name, auto& s) {
     using S = std::remove_cvref_t<decltype(s)>;
     if constexpr (std::is_same_v<S, std::int64_t>) {
-      out.push_back(
-          {kind::optimizer, std::string(name), element_code<std::int64_t>(), shape_t{}, &s, 1});
+      out.push_back({kind::optimizer,
+                     std::string(name),
+                     element_code<std::int64_t>(),
+                     shape_t{},
+                     &s,
+                     1,
+                     nullptr,
+                     {}});
     } else {
-      using T = typename S::value_type;
-      out.push_back({kind::optimizer, std::string(name), element_code<T>(), s.shape(), s.data(),
-                     static_cast<std::size_t>(s.size())});
+      out.push_back(tensor_slot(kind::optimizer, name, s, mode));
     }
   });
 }
@@ -382,10 +413,12 @@ inline void load(const std::filesystem::path& path, std::uint32_t element_type,
                                  " does not have (another model?)"));
   }
 
-  // Every check passed: copy.
+  // Every check passed: copy into the staging copies, then into the tensors.
   for (std::size_t i = 0; i < slots.size(); ++i)
     copy_little_endian(slots[i].data, bytes.data() + source[i]->offset, slots[i].count,
                        element_code_size(slots[i].type));
+  for (const slot& s : slots)
+    if (s.commit) s.commit();
 }
 
 }  // namespace detail::ckpt
@@ -394,7 +427,7 @@ template <class M>
 void save_checkpoint(const std::filesystem::path& path, M& model) {
   static_assert(require_model<M>(), "meld::nn::save_checkpoint: see the messages above");
   std::vector<detail::ckpt::slot> slots;
-  detail::ckpt::model_slots(model, slots);
+  detail::ckpt::model_slots(model, slots, detail::ckpt::staging::save);
   detail::ckpt::save(path, element_code<typename M::value_type>(), slots);
 }
 
@@ -405,8 +438,8 @@ void save_checkpoint(const std::filesystem::path& path, M& model, O& optimizer) 
                 "meld::nn::save_checkpoint: the third argument must satisfy meld::optim::optimizer "
                 "(step(), zero_grad(), visit_state(f), model_type)");
   std::vector<detail::ckpt::slot> slots;
-  detail::ckpt::model_slots(model, slots);
-  detail::ckpt::optimizer_slots(optimizer, slots);
+  detail::ckpt::model_slots(model, slots, detail::ckpt::staging::save);
+  detail::ckpt::optimizer_slots(optimizer, slots, detail::ckpt::staging::save);
   detail::ckpt::save(path, element_code<typename M::value_type>(), slots);
 }
 
@@ -415,7 +448,7 @@ template <class M>
 void load_checkpoint(const std::filesystem::path& path, M& model) {
   static_assert(require_model<M>(), "meld::nn::load_checkpoint: see the messages above");
   std::vector<detail::ckpt::slot> slots;
-  detail::ckpt::model_slots(model, slots);
+  detail::ckpt::model_slots(model, slots, detail::ckpt::staging::load);
   detail::ckpt::load(path, element_code<typename M::value_type>(), slots, false);
 }
 
@@ -427,8 +460,8 @@ void load_checkpoint(const std::filesystem::path& path, M& model, O& optimizer) 
                 "meld::nn::load_checkpoint: the third argument must satisfy meld::optim::optimizer "
                 "(step(), zero_grad(), visit_state(f), model_type)");
   std::vector<detail::ckpt::slot> slots;
-  detail::ckpt::model_slots(model, slots);
-  detail::ckpt::optimizer_slots(optimizer, slots);
+  detail::ckpt::model_slots(model, slots, detail::ckpt::staging::load);
+  detail::ckpt::optimizer_slots(optimizer, slots, detail::ckpt::staging::load);
   detail::ckpt::load(path, element_code<typename M::value_type>(), slots, true);
 }
 

@@ -1,10 +1,10 @@
 // conv2d: 2-d convolution (cross-correlation, as in PyTorch) of {batch, in, height, width} with a
 // weight {out, in, kh, kw} and a bias {out}, with stride and zero padding.
 //
-// im2col + one large matrix product: the input windows are laid out as columns (see
-// detail/window.hpp) and the convolution becomes weight {out, in kh kw} x col {in kh kw,
-// batch oh ow}, computed by meld::matmul; backward is two more products (dW = g col^T and
-// dcol = W^T g) and col2im. The batch is processed in chunks whose columns stay in cache (about
+// im2col + one large matrix product: the input windows are laid out as columns (the backend's
+// window operations, backend/window.hpp) and the convolution becomes weight {out, in kh kw} x col
+// {in kh kw, batch oh ow}, computed by meld::matmul; backward is two more products (dW = g col^T
+// and dcol = W^T g) and col2im. The batch is processed in chunks whose columns stay in cache (about
 // 4 MiB of floats), and backward rebuilds the columns instead of keeping them between the passes.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "../expr/matmul.hpp"
 #include "../expr/reduce.hpp"
@@ -71,7 +72,7 @@ class conv2d : public layer_base<T, B> {
     const auto w2 = weight_.reshape({out_, k});
     for (index_t n0 = 0; n0 < n; n0 += chunk) {
       const index_t m = std::min(chunk, n - n0);
-      detail::im2col(x.data() + n0 * in_ * p.h * p.w, m, p, geometry_, columns(k, m * l));
+      window_ops<B>::im2col(samples(x, n0, m), m, p, geometry_, columns(k, m * l));
       product_ = matmul(w2, col_);  // {out, m oh ow}
       // To {m, out, oh, ow}, adding the bias on the way.
       auto product = product_.reshape({out_, m, l}).permute({1, 0, 2});
@@ -101,7 +102,7 @@ class conv2d : public layer_base<T, B> {
     auto dw2 = weight_grad_.reshape({out_, k});
     for (index_t n0 = 0; n0 < n; n0 += chunk) {
       const index_t m = std::min(chunk, n - n0);
-      detail::im2col(x.data() + n0 * in_ * p.h * p.w, m, p, geometry_, columns(k, m * l));
+      window_ops<B>::im2col(samples(x, n0, m), m, p, geometry_, columns(k, m * l));
       // The output gradient as {out, m oh ow}, the layout of the forward product.
       grad_chunk_ = grad_output.slice(range(n0, n0 + m)).reshape({m, out_, l}).permute({1, 0, 2});
       const auto g2 = grad_chunk_.reshape({out_, m * l});
@@ -109,7 +110,8 @@ class conv2d : public layer_base<T, B> {
       if (has_bias_) bias_grad_ += meld::sum(g2, 1);
       if (input_gradient) {
         product_ = matmul(w2.transpose(), g2);  // dcol = W^T g: {in kh kw, m oh ow}
-        detail::col2im_add(product_.data(), m, p, geometry_, dx.data() + n0 * in_ * p.h * p.w);
+        window_ops<B>::col2im_add(std::as_const(product_).view(), m, p, geometry_,
+                                  dx.slice(range(n0, n0 + m)));
       }
     }
     return dx;
@@ -156,9 +158,14 @@ class conv2d : public layer_base<T, B> {
     return {in_, s[2], s[3], geometry_.out_h(name_, s[2]), geometry_.out_w(name_, s[3])};
   }
   // The column scratch as a {rows, cols} matrix (reallocated only when the shape changes).
-  T* columns(index_t rows, index_t cols) {
+  tensor_view<T, B> columns(index_t rows, index_t cols) {
     if (!(col_.shape() == shape_t{rows, cols})) col_ = tensor_type({rows, cols}, uninitialized);
-    return col_.data();
+    return col_.view();
+  }
+  // Samples [n0, n0 + m) of x (contiguous).
+  template <class X>
+  static tensor_view<const T, B> samples(const X& x, index_t n0, index_t m) {
+    return x.slice(range(n0, n0 + m));
   }
   static index_t chunk_size(index_t batch, index_t per_sample) {
     return std::clamp<index_t>(column_budget / std::max<index_t>(per_sample, 1), 1,

@@ -1,6 +1,6 @@
 // 2-d max and average pooling over {batch, channels, height, width}, with stride (default: the
-// kernel) and padding (at most half the kernel); each (sample, channel) plane is one task of the
-// thread pool (see detail/window.hpp).
+// kernel) and padding (at most half the kernel), through the backend's window operations
+// (backend/window.hpp).
 //
 //   max_pool2d   padding never wins (as -inf); the gradient goes to the first maximum of each
 //                window (as in PyTorch); NaN propagates.
@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "detail/window.hpp"
 #include "layer.hpp"
@@ -81,16 +82,16 @@ class max_pool2d : public detail::pool2d_base<T, B> {
     const shape_t out{x.shape()[0], x.shape()[1], p.out_h, p.out_w};
     tensor_type y(out, uninitialized);
     if (!(argmax_.shape() == out)) argmax_ = tensor<std::int32_t, B>(out, uninitialized);
-    detail::max_pool_planes(x.data(), out[0] * out[1], p, this->geometry_, y.data(),
-                            argmax_.data());
+    window_ops<B>::max_pool(x.view(), out[0] * out[1], p, this->geometry_, y.view(),
+                            argmax_.view());
     return y;
   }
 
   tensor_type backward(const tensor_type& grad_output) {
     const detail::planes p = this->begin_backward(grad_output.shape());
     tensor_type dx(this->input_shape_);
-    detail::max_unpool_add(grad_output.data(), argmax_.data(),
-                           this->input_shape_[0] * this->input_shape_[1], p, dx.data());
+    window_ops<B>::max_unpool_add(grad_output.view(), std::as_const(argmax_).view(),
+                                  this->input_shape_[0] * this->input_shape_[1], p, dx.view());
     return dx;
   }
 
@@ -118,15 +119,15 @@ class avg_pool2d : public detail::pool2d_base<T, B> {
   tensor_type forward(const tensor_type& x) {
     const detail::planes p = this->begin_forward(x.shape());
     tensor_type y({x.shape()[0], x.shape()[1], p.out_h, p.out_w}, uninitialized);
-    detail::avg_pool_planes(x.data(), x.shape()[0] * x.shape()[1], p, this->geometry_, y.data());
+    window_ops<B>::avg_pool(x.view(), x.shape()[0] * x.shape()[1], p, this->geometry_, y.view());
     return y;
   }
 
   tensor_type backward(const tensor_type& grad_output) {
     const detail::planes p = this->begin_backward(grad_output.shape());
     tensor_type dx(this->input_shape_);
-    detail::avg_unpool_add(grad_output.data(), this->input_shape_[0] * this->input_shape_[1], p,
-                           this->geometry_, dx.data());
+    window_ops<B>::avg_unpool_add(grad_output.view(), this->input_shape_[0] * this->input_shape_[1],
+                                  p, this->geometry_, dx.view());
     return dx;
   }
 

@@ -264,8 +264,9 @@ struct queued_executor {
     writes.push_back(&target.storage_ptr()->access());
     leaf_accesses(ca, reads);
     leaf_accesses(cb, reads);
-    enqueue_ordered(nullptr, reads, writes,
-                    [alpha, ca, cb, beta, target] { Run::gemm(alpha, ca, cb, beta, target); });
+    enqueue_ordered(nullptr, reads, writes, task([alpha, ca, cb, beta, target] {
+                      Run::gemm(alpha, ca, cb, beta, target);
+                    }));
   }
 
   // The host data is staged at once (the caller may reuse it when this returns); the copy into
