@@ -1,91 +1,119 @@
-#include "../support.hpp"
+// Views (slice, transpose, permute, reshape, broadcast_to, squeeze, unsqueeze) on every backend:
+// their shapes and strides, the elements they see (read through host copies, and compared with
+// the same view of the host's copy), writes through them, and the storage they keep alive.
+#include "../backends.hpp"
 
-using meld::all;
-using meld::range;
+using meld::range;  // (meld::all stays qualified: nvcc declares a global all(bool))
 using meld::shape_t;
 using meld::tensor;
+using test::index_list;
 
 namespace {
-tensor<float> iota(const shape_t& s) {
-  return meld::arange<float>(static_cast<float>(s.product())).reshape(s);
+
+// 0, 1, 2, ... in shape s, on backend B.
+template <class B = meld::cpu<>>
+tensor<float, B> iota(const shape_t& s) {
+  return meld::arange<float, B>(static_cast<float>(s.product())).reshape(s);
 }
+
+// A view of device memory sees exactly the elements that the same view of the host's copy sees.
+template <class V, class H>
+void check_same_view(const V& device_view, const H& host_view) {
+  REQUIRE(device_view.shape() == host_view.shape());
+  REQUIRE(device_view.strides() == host_view.strides());
+  test::check_elements(
+      device_view, [&](const index_list& i) { return test::at(host_view, i); }, 0);
+}
+
 }  // namespace
 
-TEST_CASE("slicing with ranges, steps and indices", "[core]") {
-  auto t = iota({4, 5});
+BACKEND_TEST_CASE("slicing with ranges, steps and indices", "[core]") {
+  auto t = iota<B>({4, 5});
+  const auto h = iota({4, 5});
   auto v = t.slice(range(1, 3), range(0, 5, 2));
   REQUIRE(v.shape() == shape_t{2, 3});
-  REQUIRE(v(0, 0) == 5.f);
-  REQUIRE(v(1, 2) == 14.f);
+  const auto hv = test::host(v);
+  REQUIRE(hv(0, 0) == 5.f);
+  REQUIRE(hv(1, 2) == 14.f);
   REQUIRE_FALSE(v.is_contiguous());
+  check_same_view(v, h.slice(range(1, 3), range(0, 5, 2)));
 
   auto row = t.slice(2);  // an index drops the axis
   REQUIRE(row.shape() == shape_t{5});
-  REQUIRE(row(4) == 14.f);
-  auto col = t.slice(all, -1);
+  REQUIRE(test::host(row)(4) == 14.f);
+  auto col = t.slice(meld::all, -1);
   REQUIRE(col.shape() == shape_t{4});
-  REQUIRE(col(3) == 19.f);
+  REQUIRE(test::host(col)(3) == 19.f);
+  check_same_view(col, h.slice(meld::all, -1));
 
   auto rev = t.slice(range::every(-1), range(-2));
   REQUIRE(rev.shape() == shape_t{4, 2});
-  REQUIRE(rev(0, 0) == 18.f);
-  REQUIRE(rev(3, 1) == 4.f);
+  const auto hrev = test::host(rev);
+  REQUIRE(hrev(0, 0) == 18.f);
+  REQUIRE(hrev(3, 1) == 4.f);
+  check_same_view(rev, h.slice(range::every(-1), range(-2)));
   auto back = t.slice(range(3, 0, -2));
   REQUIRE(back.shape() == shape_t{2, 5});
-  REQUIRE(back(1, 0) == 5.f);
+  REQUIRE(test::host(back)(1, 0) == 5.f);
   REQUIRE(t.slice(range(2, 2)).shape() == shape_t{0, 5});
 
   // Writing through a view changes the tensor.
-  t.slice(all, 0) = 100.f;
-  REQUIRE(t(3, 0) == 100.f);
+  t.slice(meld::all, 0) = 100.f;
+  REQUIRE(test::host(t)(3, 0) == 100.f);
   v += 1000.f;
-  REQUIRE(t(1, 2) == 1007.f);
-  REQUIRE(t(1, 1) == 6.f);
+  const auto ht = test::host(t);
+  REQUIRE(ht(1, 2) == 1007.f);
+  REQUIRE(ht(1, 1) == 6.f);
 }
 
-TEST_CASE("bad slices throw shape_error naming the axis", "[core]") {
-  auto t = iota({4, 5});
+BACKEND_TEST_CASE("bad slices throw shape_error naming the axis", "[core]") {
+  auto t = iota<B>({4, 5});
   REQUIRE_THROWS_WITH(t.slice(range(0, 6)),
                       "slice: range(0, 6, 1) is out of range for axis 0 of extent 4");
-  REQUIRE_THROWS_WITH(t.slice(all, 5),
+  REQUIRE_THROWS_WITH(t.slice(meld::all, 5),
                       "slice: index 5 is out of range for axis 1 of extent 5 in shape {4, 5}");
-  REQUIRE_THROWS_AS(t.slice(all, range(0, 3, 0)), meld::shape_error);
+  REQUIRE_THROWS_AS(t.slice(meld::all, range(0, 3, 0)), meld::shape_error);
   REQUIRE_THROWS_AS(t.slice(0, 0, 0), meld::shape_error);
   REQUIRE_THROWS_AS(t.slice(range(-9)), meld::shape_error);
 }
 
-TEST_CASE("transpose and permute", "[core]") {
-  auto t = iota({2, 3, 4});
+BACKEND_TEST_CASE("transpose and permute", "[core]") {
+  auto t = iota<B>({2, 3, 4});
+  const auto h = iota({2, 3, 4});
   auto tt = t.transpose();
   REQUIRE(tt.shape() == shape_t{4, 3, 2});
-  REQUIRE(tt(3, 2, 1) == t(1, 2, 3));
+  REQUIRE(test::host(tt)(3, 2, 1) == h(1, 2, 3));
+  check_same_view(tt, h.transpose());
   auto p = t.permute({1, 2, 0});
   REQUIRE(p.shape() == shape_t{3, 4, 2});
-  REQUIRE(p(2, 1, 1) == t(1, 2, 1));
-  REQUIRE(meld::sum(p) == meld::sum(t));
+  REQUIRE(test::host(p)(2, 1, 1) == h(1, 2, 1));
+  check_same_view(p, h.permute({1, 2, 0}));
+  REQUIRE(test::value(meld::sum(p)) == test::value(meld::sum(t)));
   REQUIRE_THROWS_WITH(t.permute({0, 0, 1}), "permute: {0, 0, 1} repeats axis 0");
   REQUIRE_THROWS_AS(t.permute({0, 1}), meld::shape_error);
   REQUIRE_THROWS_AS(t.permute({0, 1, 3}), meld::shape_error);
 }
 
-TEST_CASE("reshape is a view when the strides allow it", "[core]") {
-  auto t = iota({2, 3, 4});
+BACKEND_TEST_CASE("reshape is a view when the strides allow it", "[core]") {
+  auto t = iota<B>({2, 3, 4});
+  const auto h = iota({2, 3, 4});
   auto r = t.reshape({6, -1});
   REQUIRE(r.shape() == shape_t{6, 4});
-  REQUIRE(r.data() == t.data());
-  REQUIRE(r(5, 3) == 23.f);
+  REQUIRE(r.raw_data() == t.raw_data());
+  REQUIRE(test::host(r)(5, 3) == 23.f);
   REQUIRE(t.flatten().shape() == shape_t{24});
   REQUIRE(t.reshape({4, 1, 6}).shape() == shape_t{4, 1, 6});
   REQUIRE(t.reshape({1, 24, 1}).shape() == shape_t{1, 24, 1});
 
   // A slice that keeps rows contiguous can merge them; a transpose cannot flatten.
-  auto rows = t.slice(all, range(0, 2));  // {2, 2, 4}, strides {12, 4, 1}
+  auto rows = t.slice(meld::all, range(0, 2));  // {2, 2, 4}, strides {12, 4, 1}
   auto merged = rows.reshape({2, 8});
-  REQUIRE(merged.data() == t.data());
-  REQUIRE(merged(1, 5) == t(1, 1, 1));
-  REQUIRE(rows.reshape({2, 2, 2, 2})(1, 1, 1, 0) == t(1, 1, 2));
+  REQUIRE(merged.raw_data() == t.raw_data());
+  REQUIRE(test::host(merged)(1, 5) == h(1, 1, 1));
+  check_same_view(merged, h.slice(meld::all, range(0, 2)).reshape({2, 8}));
+  REQUIRE(test::host(rows.reshape({2, 2, 2, 2}))(1, 1, 1, 0) == h(1, 1, 2));
   REQUIRE_THROWS_AS(rows.reshape({16}), meld::shape_error);
-  REQUIRE_THROWS_AS(t.slice(all, range(0, 3, 2)).reshape({2, 8}), meld::shape_error);
+  REQUIRE_THROWS_AS(t.slice(meld::all, range(0, 3, 2)).reshape({2, 8}), meld::shape_error);
   REQUIRE_THROWS_WITH(t.transpose().reshape({24}),
                       "reshape: a view of shape {4, 3, 2} with strides {1, 4, 12} cannot be "
                       "reshaped to {24} without copying; copy it into a tensor first");
@@ -94,40 +122,47 @@ TEST_CASE("reshape is a view when the strides allow it", "[core]") {
   REQUIRE_THROWS_AS(t.reshape({-1, -1}), meld::shape_error);
   REQUIRE_THROWS_AS(t.reshape({7, -1}), meld::shape_error);
   // A copy of a transpose is contiguous again.
-  tensor<float> copy = t.transpose();
-  REQUIRE(copy.reshape({24})(1) == t(1, 0, 0));
+  tensor<float, B> copy = t.transpose();
+  REQUIRE(test::host(copy.reshape({24}))(1) == h(1, 0, 0));
 }
 
-TEST_CASE("broadcast_to, squeeze and unsqueeze", "[core]") {
-  auto v = iota({3});
+BACKEND_TEST_CASE("broadcast_to, squeeze and unsqueeze", "[core]") {
+  auto v = iota<B>({3});
+  const auto h = iota({3});
   auto b = v.broadcast_to({2, 3});
   REQUIRE(b.shape() == shape_t{2, 3});
-  REQUIRE(b(1, 2) == 2.f);
+  REQUIRE(test::host(b)(1, 2) == 2.f);
   REQUIRE(b.strides()[0] == 0);
-  STATIC_REQUIRE(std::is_const_v<std::remove_pointer_t<decltype(b.data())>>);  // read-only
+  check_same_view(b, h.broadcast_to({2, 3}));
+  STATIC_REQUIRE(std::is_const_v<std::remove_pointer_t<decltype(b.raw_data())>>);  // read-only
+  if constexpr (B::host_accessible) {
+    STATIC_REQUIRE(std::is_const_v<std::remove_pointer_t<decltype(b.data())>>);
+  }
   REQUIRE_THROWS_WITH(v.broadcast_to({2, 4}),
                       "broadcast_to: shape {3} cannot be broadcast to {2, 4}");
 
   auto u = v.unsqueeze(0);
   REQUIRE(u.shape() == shape_t{1, 3});
   REQUIRE(v.unsqueeze(-1).shape() == shape_t{3, 1});
+  check_same_view(v.unsqueeze(-1).broadcast_to({3, 4}), h.unsqueeze(-1).broadcast_to({3, 4}));
   REQUIRE(u.squeeze().shape() == shape_t{3});
   REQUIRE(u.squeeze(0).shape() == shape_t{3});
   REQUIRE_THROWS_WITH(u.squeeze(1), "squeeze: axis 1 of shape {1, 3} has extent 3, not 1");
   REQUIRE_THROWS_AS(v.unsqueeze(3), meld::shape_error);
 }
 
-TEST_CASE("views of const tensors are read-only; views keep their storage alive", "[core]") {
-  const tensor<float> c = iota({2, 2});
+BACKEND_TEST_CASE("views of const tensors are read-only; views keep their storage alive",
+                  "[core]") {
+  const tensor<float, B> c = iota<B>({2, 2});
   auto cv = c.slice(0);
-  STATIC_REQUIRE(std::is_same_v<decltype(cv), meld::tensor_view<const float>>);
+  STATIC_REQUIRE(std::is_same_v<decltype(cv), meld::tensor_view<const float, B>>);
   auto make = [] {
-    tensor<float> temp = iota({4});
+    tensor<float, B> temp = iota<B>({4});
     return temp.slice(range(1, 3));
   };
   auto keep = make();
-  REQUIRE(keep(1) == 2.f);   // the storage outlives the tensor
-  auto e = iota({3}) + 1.f;  // an rvalue tensor in an expression is owned by it
-  tensor<float> r = e;
-  REQUIRE(r(2) == 3.f);
+  REQUIRE(test::host(keep)(1) == 2.f);  // the storage outlives the tensor
+  auto e = iota<B>({3}) + 1.f;          // an rvalue tensor in an expression is owned by it
+  tensor<float, B> r = e;
+  REQUIRE(test::host(r)(2) == 3.f);
 }
