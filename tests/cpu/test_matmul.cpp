@@ -1,12 +1,14 @@
 // Matrix products against a naive triple loop: shapes, transposed and strided views, batches,
-// gemm's alpha / beta, and errors. The blocked kernel is also driven directly with tiny block
-// sizes, so that every block boundary and edge tile is crossed with small matrices. Compiled twice:
-// as part of test_cpu, and as test_matmul_blas with MELD_ENABLE_BLAS (products go to the system
-// BLAS where the strides allow it).
+// gemm's alpha / beta, and errors; on every backend (the references are computed from host
+// copies of the operands). The blocked CPU kernel is also driven directly with tiny block sizes,
+// so that every block boundary and edge tile is crossed with small matrices, and its results are
+// checked to be the same for any thread count (host tests). Compiled twice: as part of test_cpu,
+// and as test_matmul_blas with MELD_ENABLE_BLAS (products go to the system BLAS where the strides
+// allow it; that program runs the host backends and the host tests only).
 #include <cstring>
 #include <limits>
 
-#include "../support.hpp"
+#include "../backends.hpp"
 
 using meld::index_t;
 using meld::range;
@@ -14,8 +16,9 @@ using meld::shape_t;
 using meld::tensor;
 
 namespace {
-template <class A, class B>
-tensor<double> naive(const A& a, const B& b) {
+// The product of two host matrices (tensors or views).
+template <class X, class Y>
+tensor<double> naive(const X& a, const Y& b) {
   const index_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   tensor<double> c({m, n});
   for (index_t i = 0; i < m; ++i)
@@ -26,16 +29,21 @@ tensor<double> naive(const A& a, const B& b) {
     }
   return c;
 }
+// got: a tensor or view of any backend (a device result is copied to the host first).
 template <class X>
 void check_close(const X& got, const tensor<double>& want, double tol) {
-  REQUIRE(got.shape() == want.shape());
-  test::for_each_index(want.shape(), [&](const test::index_list& i) {
-    REQUIRE(double(test::at(got, i)) == Approx(test::at(want, i)).margin(tol));
-  });
+  if constexpr (!meld::backend_t<X>::host_accessible) {
+    check_close(test::host(got), want, tol);
+  } else {
+    REQUIRE(got.shape() == want.shape());
+    test::for_each_index(want.shape(), [&](const test::index_list& i) {
+      REQUIRE(double(test::at(got, i)) == Approx(test::at(want, i)).margin(tol));
+    });
+  }
 }
 }  // namespace
 
-TEST_CASE("matmul of many shapes matches a naive loop", "[cpu]") {
+BACKEND_TEST_CASE("matmul of many shapes matches a naive loop", "[matmul]") {
   for (auto [m, k, n] : {std::tuple<index_t, index_t, index_t>{1, 1, 1},
                          {3, 5, 7},
                          {17, 33, 9},
@@ -45,64 +53,72 @@ TEST_CASE("matmul of many shapes matches a naive loop", "[cpu]") {
                          {0, 4, 5},
                          {4, 0, 5}}) {
     INFO(m << "x" << k << " by " << k << "x" << n);
-    auto a = test::random_tensor<float>({m, k}, 1);
-    auto b = test::random_tensor<float>({k, n}, 2);
-    tensor<float> c = meld::matmul(a, b);
-    check_close(c, naive(a, b), 1e-3);
-    auto ad = test::random_tensor<double>({m, k}, 3);
-    auto bd = test::random_tensor<double>({k, n}, 4);
-    tensor<double> cd = meld::matmul(ad, bd);
-    check_close(cd, naive(ad, bd), 1e-10);
+    const auto ha = test::random_tensor<float>({m, k}, 1);
+    const auto hb = test::random_tensor<float>({k, n}, 2);
+    const auto a = test::on<B>(ha), b = test::on<B>(hb);
+    tensor<float, B> c = meld::matmul(a, b);
+    check_close(c, naive(ha, hb), 1e-3);
+    const auto had = test::random_tensor<double>({m, k}, 3);
+    const auto hbd = test::random_tensor<double>({k, n}, 4);
+    const auto ad = test::on<B>(had), bd = test::on<B>(hbd);
+    tensor<double, B> cd = meld::matmul(ad, bd);
+    check_close(cd, naive(had, hbd), 1e-10);
   }
 }
 
-TEST_CASE("transposed and strided operands are used without copies", "[cpu]") {
-  auto at = test::random_tensor<float>({40, 30}, 5);  // a = at^T: {30, 40}
-  auto b = test::random_tensor<float>({40, 20}, 6);
-  tensor<float> c = meld::matmul(at.transpose(), b);
-  check_close(c, naive(at.transpose(), b), 1e-3);
-  auto big = test::random_tensor<float>({50, 60}, 7);
+BACKEND_TEST_CASE("transposed and strided operands are used without copies", "[matmul]") {
+  const auto hat = test::random_tensor<float>({40, 30}, 5);  // a = at^T: {30, 40}
+  const auto hb = test::random_tensor<float>({40, 20}, 6);
+  const auto at = test::on<B>(hat), b = test::on<B>(hb);
+  tensor<float, B> c = meld::matmul(at.transpose(), b);
+  check_close(c, naive(hat.transpose(), hb), 1e-3);
+  const auto hbig = test::random_tensor<float>({50, 60}, 7);
+  const auto big = test::on<B>(hbig);
   auto sa = big.slice(range(0, 50, 2), range(0, 40));    // {25, 40}
   auto sb = big.slice(range(10, 50), range(59, 0, -3));  // {40, 20}
-  tensor<float> d = meld::matmul(sa, sb);
-  check_close(d, naive(sa, sb), 1e-3);
+  const auto hsa = hbig.slice(range(0, 50, 2), range(0, 40));
+  const auto hsb = hbig.slice(range(10, 50), range(59, 0, -3));
+  tensor<float, B> d = meld::matmul(sa, sb);
+  check_close(d, naive(hsa, hsb), 1e-3);
   // A product inside a larger expression, and of expressions.
-  tensor<float> e = meld::matmul(sa, sb) * 2.f + 1.f;
-  tensor<float> f = meld::matmul(sa * 2.f, sb) + 1.f;
-  check_close(e, naive(sa, sb) * 2.0 + 1.0, 2e-3);
-  check_close(f, naive(sa, sb) * 2.0 + 1.0, 2e-3);
+  tensor<float, B> e = meld::matmul(sa, sb) * 2.f + 1.f;
+  tensor<float, B> f = meld::matmul(sa * 2.f, sb) + 1.f;
+  check_close(e, naive(hsa, hsb) * 2.0 + 1.0, 2e-3);
+  check_close(f, naive(hsa, hsb) * 2.0 + 1.0, 2e-3);
 }
 
-TEST_CASE("batched matmul and gemm accumulation", "[cpu]") {
-  auto a = test::random_tensor<double>({3, 4, 5}, 8);
-  auto b = test::random_tensor<double>({3, 5, 6}, 9);
-  auto w = test::random_tensor<double>({5, 6}, 10);
-  tensor<double> c = meld::matmul(a, b);
-  tensor<double> cw = meld::matmul(a, w);  // w shared by every batch
+BACKEND_TEST_CASE("batched matmul and gemm accumulation", "[matmul]") {
+  const auto ha = test::random_tensor<double>({3, 4, 5}, 8);
+  const auto hb = test::random_tensor<double>({3, 5, 6}, 9);
+  const auto hw = test::random_tensor<double>({5, 6}, 10);
+  const auto a = test::on<B>(ha), b = test::on<B>(hb), w = test::on<B>(hw);
+  tensor<double, B> c = meld::matmul(a, b);
+  tensor<double, B> cw = meld::matmul(a, w);  // w shared by every batch
   REQUIRE(c.shape() == shape_t{3, 4, 6});
   for (index_t s = 0; s < 3; ++s) {
-    check_close(c.slice(s), naive(a.slice(s), b.slice(s)), 1e-12);
-    check_close(cw.slice(s), naive(a.slice(s), w), 1e-12);
+    check_close(c.slice(s), naive(ha.slice(s), hb.slice(s)), 1e-12);
+    check_close(cw.slice(s), naive(ha.slice(s), hw), 1e-12);
   }
-  auto x = test::random_tensor<double>({8, 5}, 11);
-  auto g = test::random_tensor<double>({8, 6}, 12);
-  tensor<double> dw = meld::full<double>({5, 6}, 1.0);
+  const auto hx = test::random_tensor<double>({8, 5}, 11);
+  const auto hg = test::random_tensor<double>({8, 6}, 12);
+  const auto x = test::on<B>(hx), g = test::on<B>(hg);
+  tensor<double, B> dw = meld::full<double, B>({5, 6}, 1.0);
   meld::gemm(2.0, x.transpose(), g, 1.0, dw);  // dw = 2 x^T g + dw
-  check_close(dw, naive(x.transpose(), g) * 2.0 + 1.0, 1e-12);
+  check_close(dw, naive(hx.transpose(), hg) * 2.0 + 1.0, 1e-12);
   meld::gemm(1.0, x.transpose(), g, 0.0, dw.view());
-  check_close(dw, naive(x.transpose(), g), 1e-12);
+  check_close(dw, naive(hx.transpose(), hg), 1e-12);
 }
 
-TEST_CASE("matmul shape errors", "[cpu]") {
-  tensor<float> a({3, 4}), b({5, 6}), v({4});
+BACKEND_TEST_CASE("matmul shape errors", "[matmul]") {
+  tensor<float, B> a({3, 4}), b({5, 6}), v({4});
   REQUIRE_THROWS_WITH(
       meld::matmul(a, b),
       "matmul: shapes {3, 4} and {5, 6} do not match: a has 4 columns, b has 5 rows");
   REQUIRE_THROWS_WITH(meld::matmul(a, v),
                       "matmul: operands must have rank 2 or 3 (a {3, 4}, b {4})");
-  tensor<float> c({3, 3});
-  REQUIRE_THROWS_AS(meld::gemm(1.f, a, tensor<float>({4, 6}), 0.f, c), meld::shape_error);
-  REQUIRE_THROWS_AS(meld::matmul(tensor<float>({2, 3, 4}), tensor<float>({3, 4, 5})),
+  tensor<float, B> c({3, 3});
+  REQUIRE_THROWS_AS(meld::gemm(1.f, a, tensor<float, B>({4, 6}), 0.f, c), meld::shape_error);
+  REQUIRE_THROWS_AS(meld::matmul(tensor<float, B>({2, 3, 4}), tensor<float, B>({3, 4, 5})),
                     meld::shape_error);
 }
 
@@ -117,7 +133,7 @@ struct thread_count_guard {
   ~thread_count_guard() { meld::set_num_threads(saved); }
 };
 
-// Element (i, j) of a rank-2 tensor or view, by stride arithmetic (independent of meld).
+// Element (i, j) of a rank-2 host tensor or view, by stride arithmetic (independent of meld).
 template <class X>
 auto elem(const X& x, index_t i, index_t j) {
   return x.data()[i * x.strides()[0] + j * x.strides()[1]];
@@ -128,7 +144,7 @@ auto elem(const X& x, index_t i, index_t j) {
 // multiply-adds, within (k + 3) u (|alpha| |a| |b| + |beta| |c0|), u the unit roundoff (one more
 // rounding for alpha, two for beta c0 and the final addition). The test allows 2 u: the bound
 // stays tight enough to catch a wrong or missing term (a product of size ~1 against a bound of
-// ~k^2 1e-7 for floats).
+// ~k^2 1e-7 for floats). a, b and c0 are on the host (copies of device operands: test::host).
 struct expected_product {
   tensor<double> value, bound;
 };
@@ -153,55 +169,60 @@ expected_product expected_gemm(double alpha, const A& a, const B& b, double beta
   return e;
 }
 
+// got: a rank-2 tensor or view of any backend (a device result is copied to the host first).
 template <class X>
 void check_within(const X& got, const expected_product& want) {
-  const index_t m = want.value.shape()[0], n = want.value.shape()[1];
-  REQUIRE(got.shape() == shape_t{m, n});
-  index_t bad = 0;
-  for (index_t i = 0; i < m; ++i)
-    for (index_t j = 0; j < n; ++j) {
-      const double g = elem(got, i, j), w = want.value(i, j);
-      if (!(std::fabs(g - w) <= want.bound(i, j))) {  // NaN fails too
-        if (bad++ < 5)
-          FAIL_CHECK("C(" << i << ", " << j << ") = " << g << ", want " << w << " +- "
-                          << want.bound(i, j));
+  if constexpr (!meld::backend_t<X>::host_accessible) {
+    check_within(test::host(got), want);
+  } else {
+    const index_t m = want.value.shape()[0], n = want.value.shape()[1];
+    REQUIRE(got.shape() == shape_t{m, n});
+    index_t bad = 0;
+    for (index_t i = 0; i < m; ++i)
+      for (index_t j = 0; j < n; ++j) {
+        const double g = elem(got, i, j), w = want.value(i, j);
+        if (!(std::fabs(g - w) <= want.bound(i, j))) {  // NaN fails too
+          if (bad++ < 5)
+            FAIL_CHECK("C(" << i << ", " << j << ") = " << g << ", want " << w << " +- "
+                            << want.bound(i, j));
+        }
       }
-    }
-  REQUIRE(bad == 0);
+    REQUIRE(bad == 0);
+  }
 }
 
-// A rank-2 operand of shape {r, c} stored in one of several layouts, holding the same values as
-// a random row-major tensor: contiguous, transposed (column-major), strided (every other row and
-// every third column of a bigger tensor), or reversed (negative strides).
+// A rank-2 operand of shape {r, c} on backend B stored in one of several layouts, holding the
+// same values as a random row-major tensor: contiguous, transposed (column-major), strided (every
+// other row and every third column of a bigger tensor), or reversed (negative strides).
 enum class layout_kind { row_major, column_major, strided, reversed };
 constexpr layout_kind all_layouts[] = {layout_kind::row_major, layout_kind::column_major,
                                        layout_kind::strided, layout_kind::reversed};
 
-template <class T>
+template <class T, class B>
 struct operand {
-  tensor<T> storage;
-  meld::tensor_view<T> view;
+  tensor<T, B> storage;
+  meld::tensor_view<T, B> view;
 };
-template <class T>
-operand<T> make_operand(index_t r, index_t c, layout_kind kind, std::uint32_t seed) {
+template <class T, class B = meld::cpu<>>
+operand<T, B> make_operand(index_t r, index_t c, layout_kind kind, std::uint32_t seed) {
   switch (kind) {
     case layout_kind::row_major: {
-      auto t = test::random_tensor<T>({r, c}, seed);
+      auto t = test::random_tensor<T, B>({r, c}, seed);
       auto v = t.view();
       return {std::move(t), v};
     }
     case layout_kind::column_major: {
-      auto t = test::random_tensor<T>({c, r}, seed);
+      auto t = test::random_tensor<T, B>({c, r}, seed);
       auto v = t.transpose();
       return {std::move(t), v};
     }
     case layout_kind::strided: {
-      auto t = test::random_tensor<T>({2 * r + 1, 3 * c + 2}, seed);
+      auto t = test::random_tensor<T, B>({2 * r + 1, 3 * c + 2}, seed);
       auto v = t.slice(range(1, 2 * r + 1, 2), range(2, 3 * c + 2, 3));
       return {std::move(t), v};
     }
     case layout_kind::reversed: {
-      auto t = test::random_tensor<T>({r, c}, seed);
+      auto t = test::random_tensor<T, B>({r, c}, seed);
       auto v = t.slice(range(r - 1, std::nullopt, -1), range(c - 1, std::nullopt, -1));
       return {std::move(t), v};
     }
@@ -251,7 +272,7 @@ void check_blocked(index_t m, index_t n, index_t k, int pick, int threads) {
 
 }  // namespace
 
-TEST_CASE("the blocked kernel crosses every block boundary and edge tile", "[cpu]") {
+HOST_TEST_CASE("the blocked kernel crosses every block boundary and edge tile", "[matmul]") {
   thread_count_guard guard;
   auto run = [](auto zero) {
     using T = decltype(zero);
@@ -277,7 +298,7 @@ TEST_CASE("the blocked kernel crosses every block boundary and edge tile", "[cpu
   }
 }
 
-TEST_CASE("matmul around the default block sizes", "[cpu]") {
+HOST_TEST_CASE("matmul around the default block sizes", "[matmul]") {
   thread_count_guard guard;
   auto run = [](auto zero) {
     using T = decltype(zero);
@@ -315,7 +336,9 @@ TEST_CASE("matmul around the default block sizes", "[cpu]") {
   }
 }
 
-TEST_CASE("matmul and gemm with every operand layout on both sides", "[cpu]") {
+// (The host evaluators, sim's included, use two threads here, as the host tests did; a GPU
+// backend is not affected by the setting.)
+BACKEND_TEST_CASE("matmul and gemm with every operand layout on both sides", "[matmul]") {
   thread_count_guard guard;
   meld::set_num_threads(2);
   int pick = 0;
@@ -324,52 +347,61 @@ TEST_CASE("matmul and gemm with every operand layout on both sides", "[cpu]") {
       for (layout_kind lc : all_layouts) {
         INFO("layouts " << int(la) << int(lb) << int(lc));
         const index_t m = 61, n = 75, k = 53;
-        auto a = make_operand<float>(m, k, la, std::uint32_t(pick++));
-        auto b = make_operand<float>(k, n, lb, std::uint32_t(pick++));
-        auto c = make_operand<float>(m, n, lc, std::uint32_t(pick++));
-        const auto want = expected_gemm<float>(-1.5, a.view, b.view, 0.5, c.view);
+        auto a = make_operand<float, B>(m, k, la, std::uint32_t(pick++));
+        auto b = make_operand<float, B>(k, n, lb, std::uint32_t(pick++));
+        auto c = make_operand<float, B>(m, n, lc, std::uint32_t(pick++));
+        const auto ha = test::host(a.view), hb = test::host(b.view);
+        const auto want = expected_gemm<float>(-1.5, ha, hb, 0.5, test::host(c.view));
         meld::gemm(-1.5f, a.view, b.view, 0.5f, c.view);
         check_within(c.view, want);
         c.view = meld::matmul(a.view, b.view);
-        check_within(c.view, expected_gemm<float>(1, a.view, b.view, 0, c.view));
+        const auto hc = test::host(c.view);
+        check_within(hc, expected_gemm<float>(1, ha, hb, 0, hc));
       }
 }
 
-TEST_CASE("gemm's alpha and beta follow BLAS: zeros are not multiplied", "[cpu]") {
+BACKEND_TEST_CASE("gemm's alpha and beta follow BLAS: zeros are not multiplied", "[matmul]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  auto a = test::random_tensor<float>({70, 90}, 1);
-  auto b = test::random_tensor<float>({90, 50}, 2);
-  auto c0 = test::random_tensor<float>({70, 50}, 3);
+  const auto ha = test::random_tensor<float>({70, 90}, 1);
+  const auto hb = test::random_tensor<float>({90, 50}, 2);
+  const auto hc0 = test::random_tensor<float>({70, 50}, 3);
+  const auto a = test::on<B>(ha), b = test::on<B>(hb), c0 = test::on<B>(hc0);
   for (float alpha : {1.f, -2.f, 0.5f})
     for (float beta : {0.f, 1.f, -1.f, 3.f}) {
       INFO("alpha " << alpha << " beta " << beta);
-      tensor<float> c = c0.clone();
+      tensor<float, B> c = c0.clone();
       if (beta == 0.f) c = nan;  // ignored, NaN included
-      const auto want = expected_gemm<float>(alpha, a, b, beta, c);
+      const auto want = expected_gemm<float>(alpha, ha, hb, beta, test::host(c));
       meld::gemm(alpha, a, b, beta, c);
       check_within(c, want);
     }
   // alpha == 0 (or k == 0): a and b are not read; c = beta c.
-  tensor<float> bad_a = meld::full<float>({70, 90}, nan);
-  tensor<float> c = c0.clone();
+  tensor<float, B> bad_a = meld::full<float, B>({70, 90}, nan);
+  tensor<float, B> c = c0.clone();
   meld::gemm(0.f, bad_a, b, 2.f, c);
-  for (index_t i = 0; i < c.size(); ++i) REQUIRE(c.data()[i] == 2.f * c0.data()[i]);
+  tensor<float> hc = test::host(c);
+  for (index_t i = 0; i < hc.size(); ++i) REQUIRE(hc.data()[i] == 2.f * hc0.data()[i]);
   meld::gemm(0.f, bad_a, b, 0.f, c);
-  for (index_t i = 0; i < c.size(); ++i) REQUIRE(c.data()[i] == 0.f);
-  tensor<float> empty_a({70, 0}), empty_b({0, 50});
+  hc = test::host(c);
+  for (index_t i = 0; i < hc.size(); ++i) REQUIRE(hc.data()[i] == 0.f);
+  tensor<float, B> empty_a({70, 0}), empty_b({0, 50});
   c = nan;
   meld::gemm(1.f, empty_a, empty_b, 0.f, c);
-  for (index_t i = 0; i < c.size(); ++i) REQUIRE(c.data()[i] == 0.f);
+  hc = test::host(c);
+  for (index_t i = 0; i < hc.size(); ++i) REQUIRE(hc.data()[i] == 0.f);
   c = c0;  // assignment copies the elements
   meld::gemm(1.f, empty_a, empty_b, -1.f, c);
-  for (index_t i = 0; i < c.size(); ++i) REQUIRE(c.data()[i] == -c0.data()[i]);
+  hc = test::host(c);
+  for (index_t i = 0; i < hc.size(); ++i) REQUIRE(hc.data()[i] == -hc0.data()[i]);
   // An empty output: nothing to do, nothing read.
-  tensor<float> none({0, 50});
-  meld::gemm(1.f, tensor<float>({0, 90}), b, 0.f, none);
-  REQUIRE(tensor<float>(meld::matmul(tensor<float>({3, 4}), tensor<float>({4, 0}))).size() == 0);
+  tensor<float, B> none({0, 50});
+  meld::gemm(1.f, tensor<float, B>({0, 90}), b, 0.f, none);
+  REQUIRE(
+      tensor<float, B>(meld::matmul(tensor<float, B>({3, 4}), tensor<float, B>({4, 0}))).size() ==
+      0);
 }
 
-TEST_CASE("matmul gives the same bits for 1, 2, 3 and 4 threads", "[cpu]") {
+HOST_TEST_CASE("matmul gives the same bits for 1, 2, 3 and 4 threads", "[matmul]") {
   thread_count_guard guard;
   auto a = test::random_tensor<float>({301, 203}, 7);
   auto b = test::random_tensor<float>({203, 517}, 8);
@@ -398,7 +430,8 @@ TEST_CASE("matmul gives the same bits for 1, 2, 3 and 4 threads", "[cpu]") {
   }
 }
 
-TEST_CASE("vector-shaped products and batches of strided matrices", "[cpu]") {
+// (Two threads for the host evaluators, as in the host test this was: see above.)
+BACKEND_TEST_CASE("vector-shaped products and batches of strided matrices", "[matmul]") {
   thread_count_guard guard;
   meld::set_num_threads(2);
   // Row vector times a matrix, matrix times a column vector, a dot product, an outer product.
@@ -411,23 +444,48 @@ TEST_CASE("vector-shaped products and batches of strided matrices", "[cpu]") {
     for (layout_kind la : {layout_kind::row_major, layout_kind::column_major, layout_kind::strided})
       for (layout_kind lb : {layout_kind::row_major, layout_kind::column_major}) {
         INFO(m << " x " << k << " by " << k << " x " << n << " layouts " << int(la) << int(lb));
-        auto a = make_operand<double>(m, k, la, 11);
-        auto b = make_operand<double>(k, n, lb, 12);
-        tensor<double> c = meld::matmul(a.view, b.view);
-        check_within(c, expected_gemm<double>(1, a.view, b.view, 0, c));
+        auto a = make_operand<double, B>(m, k, la, 11);
+        auto b = make_operand<double, B>(k, n, lb, 12);
+        tensor<double, B> c = meld::matmul(a.view, b.view);
+        const auto hc = test::host(c);
+        check_within(hc, expected_gemm<double>(1, test::host(a.view), test::host(b.view), 0, hc));
       }
   }
   // Batches whose matrices are strided: a permuted {m, batch, k} tensor, a reversed batch axis.
-  auto a_store = test::random_tensor<float>({37, 4, 45}, 13);
+  auto a_store = test::random_tensor<float, B>({37, 4, 45}, 13);
   auto a = a_store.permute({1, 0, 2});  // {4, 37, 45}
-  auto b_store = test::random_tensor<float>({4, 29, 45}, 14);
+  auto b_store = test::random_tensor<float, B>({4, 29, 45}, 14);
   auto b = b_store.slice(range(3, std::nullopt, -1)).permute({0, 2, 1});  // {4, 45, 29}
-  tensor<float> c = meld::matmul(a, b);
+  const auto ha = test::host(a), hb = test::host(b);
+  tensor<float, B> c = meld::matmul(a, b);
   REQUIRE(c.shape() == shape_t{4, 37, 29});
+  const auto hc = test::host(c);
   for (index_t s = 0; s < 4; ++s) {
-    auto cs = c.slice(s);
-    check_within(cs, expected_gemm<float>(1, a.slice(s), b.slice(s), 0, cs));
+    auto cs = hc.slice(s);
+    check_within(cs, expected_gemm<float>(1, ha.slice(s), hb.slice(s), 0, cs));
   }
+  // Many small products: one per task (the same bits for any thread count: a host test below).
+  const auto hxs = test::random_tensor<double>({64, 12, 20}, 19);
+  const auto hws = test::random_tensor<double>({20, 16}, 20);
+  tensor<double, B> ys = meld::matmul(test::on<B>(hxs), test::on<B>(hws));
+  const auto hys = test::host(ys);
+  for (index_t s = 0; s < 64; ++s) {
+    auto y = hys.slice(s);
+    check_within(y, expected_gemm<double>(1, hxs.slice(s), hws, 0, y));
+  }
+  // Accumulation into a batch of views.
+  tensor<float, B> acc = meld::full<float, B>({4, 37, 29}, 1.f);
+  meld::gemm(2.f, a, b, 1.f, acc);
+  const auto hacc = test::host(acc);
+  for (index_t s = 0; s < 4; ++s) {
+    auto one = meld::full<float>({37, 29}, 1.f);
+    auto as = hacc.slice(s);
+    check_within(as, expected_gemm<float>(2, ha.slice(s), hb.slice(s), 1, one));
+  }
+}
+
+HOST_TEST_CASE("a batch of small products gives the same bits for 1, 2 and 3 threads", "[matmul]") {
+  thread_count_guard guard;
   // Many small products: one per task, the same bits for any thread count.
   auto xs = test::random_tensor<double>({64, 12, 20}, 19);
   auto ws = test::random_tensor<double>({20, 16}, 20);
@@ -442,24 +500,17 @@ TEST_CASE("vector-shaped products and batches of strided matrices", "[cpu]") {
     auto ys = ys1.slice(s);
     check_within(ys, expected_gemm<double>(1, xs.slice(s), ws, 0, ys));
   }
-  // Accumulation into a batch of views.
-  tensor<float> acc = meld::full<float>({4, 37, 29}, 1.f);
-  meld::gemm(2.f, a, b, 1.f, acc);
-  for (index_t s = 0; s < 4; ++s) {
-    auto one = meld::full<float>({37, 29}, 1.f);
-    auto as = acc.slice(s);
-    check_within(as, expected_gemm<float>(2, a.slice(s), b.slice(s), 1, one));
-  }
 }
 
-TEST_CASE("integer matmul is exact", "[cpu]") {
-  auto a = test::random_tensor<std::int32_t>({33, 70}, 15, -100, 100);
-  auto b = test::random_tensor<std::int32_t>({70, 19}, 16, -100, 100);
-  tensor<std::int32_t> c = meld::matmul(a, b.transpose().transpose());
+BACKEND_TEST_CASE("integer matmul is exact", "[matmul]") {
+  const auto ha = test::random_tensor<std::int32_t>({33, 70}, 15, -100, 100);
+  const auto hb = test::random_tensor<std::int32_t>({70, 19}, 16, -100, 100);
+  const auto a = test::on<B>(ha), b = test::on<B>(hb);
+  const auto c = test::host(tensor<std::int32_t, B>(meld::matmul(a, b.transpose().transpose())));
   for (index_t i = 0; i < 33; ++i)
     for (index_t j = 0; j < 19; ++j) {
       std::int64_t s = 0;
-      for (index_t p = 0; p < 70; ++p) s += std::int64_t(a(i, p)) * b(p, j);
+      for (index_t p = 0; p < 70; ++p) s += std::int64_t(ha(i, p)) * hb(p, j);
       REQUIRE(c(i, j) == s);
     }
 }

@@ -4,7 +4,7 @@
 //   window_ops<B>::im2col(x, batch, p, g, col)          col {channels kh kw, batch oh ow} from x
 //   window_ops<B>::col2im_add(col, batch, p, g, dx)     adds the columns back into dx
 //   window_ops<B>::max_pool(x, count, p, g, y, argmax)  the maximum of each window and where
-//   window_ops<B>::max_unpool_add(grad, argmax, count, p, dx)
+//   window_ops<B>::max_unpool_add(grad, argmax, count, p, g, dx)
 //   window_ops<B>::avg_pool(x, count, p, g, y)
 //   window_ops<B>::avg_unpool_add(grad, count, p, g, dx)
 //

@@ -91,7 +91,8 @@ class max_pool2d : public detail::pool2d_base<T, B> {
     const detail::planes p = this->begin_backward(grad_output.shape());
     tensor_type dx(this->input_shape_);
     window_ops<B>::max_unpool_add(grad_output.view(), std::as_const(argmax_).view(),
-                                  this->input_shape_[0] * this->input_shape_[1], p, dx.view());
+                                  this->input_shape_[0] * this->input_shape_[1], p, this->geometry_,
+                                  dx.view());
     return dx;
   }
 

@@ -224,7 +224,7 @@ struct host_window_ops {
         x, y, argmax);
   }
   template <class T>
-  static void max_unpool_add(in<T> grad, in<std::int32_t> argmax, index_t count, planes p,
+  static void max_unpool_add(in<T> grad, in<std::int32_t> argmax, index_t count, planes p, window2d,
                              out<T> dx) {
     executor<B>::host_kernel(
         [=](const auto& grad_, const auto& argmax_, const auto& dx_) {
