@@ -1,28 +1,55 @@
 #!/usr/bin/env bash
-# Builds and runs meld's whole test suite: g++ release, clang++, AddressSanitizer +
-# UndefinedBehaviorSanitizer, ThreadSanitizer (threading tests), and, where the CUDA toolkit is
-# installed, every CUDA target (GPU tests run where there is a GPU, else report skipped).
-# Installs missing packages first.
+# Builds and runs meld's whole test suite: where the CUDA toolkit is installed, every CUDA target
+# (GPU tests run where there is a GPU, else report skipped), then g++ release (with MPI), clang++,
+# AddressSanitizer + UndefinedBehaviorSanitizer and ThreadSanitizer (threading tests). Installs
+# missing packages first. Every configuration runs even when an earlier one fails; the last line
+# totals them all: `N passed, M failed, K skipped` (a configuration that does not build counts as
+# one failed test). Exits non-zero if anything failed.
 #   scripts/test.sh            everything
-#   scripts/test.sh release    one configuration (release, clang, asan, tsan, cuda)
-set -euo pipefail
+#   scripts/test.sh release    one configuration (cuda, release, clang, asan, tsan)
+set -uo pipefail
 cd "$(dirname "$0")/.."
 jobs=${MELD_JOBS:-$(nproc)}
-scripts/install-deps.sh
+scripts/install-deps.sh || exit 1
 
-run() {  # run <preset>: configure, build, test
-  local start=$SECONDS
+passed=0 failed=0 skipped=0
+summary=()
+count() {  # count <junit file> <attribute>
+  sed -n "s/^[[:space:]]*$2=\"\([0-9]*\)\".*/\1/p" "$1" | head -1
+}
+run() {  # run <preset>: configure, build, test; adds to the totals
+  local start=$SECONDS junit="$PWD/build/junit-$1.xml"
   echo "=== $1: configure and build"
-  cmake --preset "$1" > /dev/null
-  cmake --build --preset "$1" -j "$jobs"
+  rm -f "$junit"
+  if ! cmake --preset "$1" > "build/configure-$1.log" 2>&1; then
+    cat "build/configure-$1.log"
+    failed=$((failed + 1)) summary+=("$1: configure failed")
+    return
+  fi
+  rm -f "build/configure-$1.log"
+  if ! cmake --build --preset "$1" -j "$jobs"; then
+    failed=$((failed + 1)) summary+=("$1: build failed")
+    return
+  fi
   echo "=== $1: test"
-  ctest --preset "$1" -j "$jobs"
+  ctest --preset "$1" -j "$jobs" --output-junit "$junit"
+  if [ ! -f "$junit" ]; then
+    failed=$((failed + 1)) summary+=("$1: ctest wrote no results")
+    return
+  fi
+  local t f s
+  t=$(count "$junit" tests) f=$(count "$junit" failures) s=$(count "$junit" skipped)
+  passed=$((passed + t - f - s)) failed=$((failed + f)) skipped=$((skipped + s))
+  summary+=("$1: $((t - f - s)) passed, $f failed, $s skipped in $((SECONDS - start)) s")
   echo "=== $1: done in $((SECONDS - start)) s"
 }
 
+# CUDA first: without a GPU its tests all report skipped, and the suites that run come after it.
 default="release clang asan tsan"
-# The CUDA configuration compiles every CUDA target; its GPU tests report "skipped" without a GPU.
-if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then default="$default cuda"; fi
-configs=("${@:-$default}")
-for c in ${configs[@]}; do run "$c"; done
-echo "=== all passed"
+if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then default="cuda $default"; fi
+mkdir -p build
+for c in ${@:-$default}; do run "$c"; done
+echo "=== summary"
+printf '%s\n' "${summary[@]}"
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
