@@ -116,8 +116,9 @@ struct sync_of<Device<Policy>> {
   using type = Device<meld::sync>;
 };
 
-// The links of the overlap test's chains: 40 operations in a row on one tensor. On CPU streams, an
-// elementwise operation on 2^18 elements (with one core per stream). On a GPU an elementwise kernel
+// The links of the overlap test's chains: 160 operations in a row on one tensor. On CPU streams,
+// an elementwise operation on 2^18 elements (with one core per stream): about 15 ms a chain, long
+// against a stream thread's wake-up even on a busy machine. On a GPU an elementwise kernel
 // either fills the device or ends before the host has enqueued the next one, and neither shows
 // overlap; a reduction along rows runs one thread block per row, long and on few multiprocessors:
 // each link subtracts the means of 4 rows of 2^22 elements.
@@ -215,7 +216,7 @@ ASYNC_BACKEND_TEST_CASE("independent chains on two streams overlap; a dependent 
   };
   const int saved = meld::num_threads();
   meld::set_num_threads(1);  // one core per stream: the overlap comes from the streams alone
-  // Runs two chains of 40 operations on two streams; with `dependent`, the second starts by
+  // Runs two chains of 160 operations on two streams; with `dependent`, the second starts by
   // reading the first chain's result. Returns the wall time; records when each chain's own work
   // starts (after its dependency) and ends.
   auto run = [&](bool dependent, span& first, span& second) {
@@ -229,7 +230,7 @@ ASYNC_BACKEND_TEST_CASE("independent chains on two streams overlap; a dependent 
       typename streams::guard guard(s);  // the chain's temporaries, if any, on its stream too
       if (after) t = *after * 1.f;       // reads the other chain's result: s waits for it
       streams::stamp(s, out.start);
-      for (int i = 0; i < 40; ++i) link::run(t);
+      for (int i = 0; i < 160; ++i) link::run(t);
       streams::stamp(s, out.stop);
     };
     const auto t0 = clk::now();
