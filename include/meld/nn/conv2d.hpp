@@ -18,7 +18,7 @@
 #include "../expr/reduce.hpp"
 #include "detail/window.hpp"
 #include "init.hpp"
-#include "layer.hpp"
+#include "weighted_layer.hpp"
 
 namespace meld::nn {
 
@@ -35,41 +35,40 @@ struct conv2d_options {
 };
 
 template <class T = float, class B = cpu<>>
-class conv2d : public layer_base<T, B> {
+class conv2d : public weighted_layer<T, B> {
+  using base = weighted_layer<T, B>;
+
  public:
-  using typename layer_base<T, B>::tensor_type;
+  using typename base::tensor_type;
 
   // Columns of at most this many elements are built at a time.
   static constexpr index_t column_budget = index_t(1) << 20;
 
   conv2d(index_t in_channels, index_t out_channels, size2 kernel, conv2d_options options = {})
-      : in_(in_channels),
+      : base(detail::cat("conv2d(", in_channels, " -> ", out_channels, ", kernel ", kernel.h, "x",
+                         kernel.w, ", stride ", options.stride.h, "x", options.stride.w,
+                         ", padding ", options.padding.h, "x", options.padding.w, ")"),
+             options.bias),
+        in_(in_channels),
         out_(out_channels),
-        has_bias_(options.bias),
-        geometry_{kernel, options.stride, options.padding},
-        name_(detail::cat("conv2d(", in_channels, " -> ", out_channels, ", kernel ", kernel.h, "x",
-                          kernel.w, ", stride ", options.stride.h, "x", options.stride.w,
-                          ", padding ", options.padding.h, "x", options.padding.w, ")")) {
+        geometry_{kernel, options.stride, options.padding} {
     if (in_channels <= 0 || out_channels <= 0)
-      throw std::invalid_argument(detail::cat(name_, ": channel counts must be positive"));
-    geometry_.validate(name_);
-    weight_ = tensor_type({out_, in_, kernel.h, kernel.w});
-    weight_grad_ = tensor_type(weight_.shape());
-    bias_ = tensor_type({has_bias_ ? out_ : 0});
-    bias_grad_ = tensor_type(bias_.shape());
+      throw std::invalid_argument(detail::cat(this->name_, ": channel counts must be positive"));
+    geometry_.validate(this->name_);
+    this->init_parameters({out_, in_, kernel.h, kernel.w}, out_);
     rng gen(options.seed);
-    kaiming_uniform{1 / std::sqrt(3.0)}(weight_, gen);
+    kaiming_uniform{1 / std::sqrt(3.0)}(this->weight_, gen);
   }
 
   // x: {batch, in, h, w} -> {batch, out, oh, ow}.
   tensor_type forward(const tensor_type& x) {
-    detail::expect_image_batch(name_, x.shape(), in_);
+    detail::expect_image_batch(this->name_, x.shape(), in_);
     const detail::planes p = geometry(x.shape());
     const index_t n = x.shape()[0], k = patch_size(), l = p.out_h * p.out_w;
     const index_t chunk = chunk_size(n, k * l);
     input_.save(x);
     tensor_type y({n, out_, p.out_h, p.out_w}, uninitialized);
-    const auto w2 = weight_.reshape({out_, k});
+    const auto w2 = this->weight_.reshape({out_, k});
     for (index_t n0 = 0; n0 < n; n0 += chunk) {
       const index_t m = std::min(chunk, n - n0);
       window_ops<B>::im2col(samples(x, n0, m), m, p, geometry_, columns(k, m * l));
@@ -77,8 +76,8 @@ class conv2d : public layer_base<T, B> {
       // To {m, out, oh, ow}, adding the bias on the way.
       auto product = product_.reshape({out_, m, l}).permute({1, 0, 2});
       auto y_chunk = y.slice(range(n0, n0 + m)).reshape({m, out_, l});
-      if (has_bias_)
-        y_chunk = product + bias_.reshape({1, out_, 1});
+      if (this->has_bias_)
+        y_chunk = product + this->bias_.reshape({1, out_, 1});
       else
         y_chunk = product;
     }
@@ -90,16 +89,16 @@ class conv2d : public layer_base<T, B> {
   // With input_gradient false, only the parameters' gradients are computed and an empty tensor
   // is returned.
   tensor_type backward(const tensor_type& grad_output, bool input_gradient) {
-    const auto& x = input_.get(name_);
+    const auto& x = input_.get(this->name_);
     const detail::planes p = geometry(x.shape());
     const index_t n = x.shape()[0], k = patch_size(), l = p.out_h * p.out_w;
     const index_t chunk = chunk_size(n, k * l);
-    detail::expect_shape(name_, "the output gradient", grad_output.shape(),
+    detail::expect_shape(this->name_, "the output gradient", grad_output.shape(),
                          {n, out_, p.out_h, p.out_w});
     tensor_type dx;
     if (input_gradient) dx = tensor_type(x.shape());
-    const auto w2 = weight_.reshape({out_, k});
-    auto dw2 = weight_grad_.reshape({out_, k});
+    const auto w2 = this->weight_.reshape({out_, k});
+    auto dw2 = this->weight_grad_.reshape({out_, k});
     for (index_t n0 = 0; n0 < n; n0 += chunk) {
       const index_t m = std::min(chunk, n - n0);
       window_ops<B>::im2col(samples(x, n0, m), m, p, geometry_, columns(k, m * l));
@@ -107,7 +106,7 @@ class conv2d : public layer_base<T, B> {
       grad_chunk_ = grad_output.slice(range(n0, n0 + m)).reshape({m, out_, l}).permute({1, 0, 2});
       const auto g2 = grad_chunk_.reshape({out_, m * l});
       gemm(T(1), g2, col_.transpose(), T(1), dw2);  // dW += g col^T
-      if (has_bias_) bias_grad_ += meld::sum(g2, 1);
+      if (this->has_bias_) this->bias_grad_ += meld::sum(g2, 1);
       if (input_gradient) {
         product_ = matmul(w2.transpose(), g2);  // dcol = W^T g: {in kh kw, m oh ow}
         window_ops<B>::col2im_add(std::as_const(product_).view(), m, p, geometry_,
@@ -117,27 +116,10 @@ class conv2d : public layer_base<T, B> {
     return dx;
   }
 
-  template <class F>
-  void visit_parameters(F&& f) {
-    f(std::string_view("weight"), weight_, weight_grad_);
-    if (has_bias_) f(std::string_view("bias"), bias_, bias_grad_);
-  }
-  template <class F>
-  void visit_buffers(F&&) {}
-
-  void zero_grad() {
-    weight_grad_ = T(0);
-    bias_grad_ = T(0);
-  }
-
   conv2d replica() const {
     conv2d r(in_, out_, geometry_.kernel,
-             {.padding = geometry_.padding, .stride = geometry_.stride, .bias = has_bias_});
-    r.weight_ = weight_;
-    r.bias_ = bias_;
-    r.weight_grad_ = weight_grad_;
-    r.bias_grad_ = bias_grad_;
-    r.training_ = this->training_;
+             {.padding = geometry_.padding, .stride = geometry_.stride, .bias = this->has_bias_});
+    this->copy_parameters_to(r);
     return r;
   }
 
@@ -146,16 +128,12 @@ class conv2d : public layer_base<T, B> {
   size2 kernel() const { return geometry_.kernel; }
   size2 stride() const { return geometry_.stride; }
   size2 padding() const { return geometry_.padding; }
-  tensor_type& weight() { return weight_; }
-  tensor_type& bias() { return bias_; }
-  tensor_type& weight_grad() { return weight_grad_; }
-  tensor_type& bias_grad() { return bias_grad_; }
-  const std::string& name() const { return name_; }
 
  private:
   index_t patch_size() const { return in_ * geometry_.kernel.h * geometry_.kernel.w; }
   detail::planes geometry(const shape_t& s) const {
-    return {in_, s[2], s[3], geometry_.out_h(name_, s[2]), geometry_.out_w(name_, s[3])};
+    return {in_, s[2], s[3], geometry_.out_h(this->name_, s[2]),
+            geometry_.out_w(this->name_, s[3])};
   }
   // The column scratch as a {rows, cols} matrix (reallocated only when the shape changes).
   tensor_view<T, B> columns(index_t rows, index_t cols) {
@@ -173,10 +151,7 @@ class conv2d : public layer_base<T, B> {
   }
 
   index_t in_, out_;
-  bool has_bias_;
   detail::window2d geometry_;
-  std::string name_;
-  tensor_type weight_, bias_, weight_grad_, bias_grad_;
   detail::saved_tensor<T, B> input_;
   // Scratch reused between calls (never part of a replica or a checkpoint).
   tensor_type col_, product_, grad_chunk_;

@@ -10,7 +10,7 @@
 #include "../expr/matmul.hpp"
 #include "../expr/reduce.hpp"
 #include "init.hpp"
-#include "layer.hpp"
+#include "weighted_layer.hpp"
 
 namespace meld::nn {
 
@@ -22,36 +22,34 @@ struct linear_options {
 };
 
 template <class T = float, class B = cpu<>>
-class linear : public layer_base<T, B> {
+class linear : public weighted_layer<T, B> {
+  using base = weighted_layer<T, B>;
+
  public:
-  using typename layer_base<T, B>::tensor_type;
+  using typename base::tensor_type;
 
   linear(index_t in_features, index_t out_features, linear_options options = {})
-      : in_(in_features),
-        out_(out_features),
-        has_bias_(options.bias),
-        name_(detail::cat("linear(", in_features, " -> ", out_features, ")")),
-        weight_({out_features, in_features}),
-        bias_({options.bias ? out_features : 0}),
-        weight_grad_({out_features, in_features}),
-        bias_grad_({options.bias ? out_features : 0}) {
+      : base(detail::cat("linear(", in_features, " -> ", out_features, ")"), options.bias),
+        in_(in_features),
+        out_(out_features) {
     if (in_features <= 0 || out_features <= 0)
-      throw shape_error(detail::cat(name_, ": feature counts must be positive"));
+      throw shape_error(detail::cat(this->name_, ": feature counts must be positive"));
+    this->init_parameters({out_features, in_features}, out_features);
     rng gen(options.seed);
-    kaiming_uniform{1 / std::sqrt(3.0)}(weight_, gen);
+    kaiming_uniform{1 / std::sqrt(3.0)}(this->weight_, gen);
   }
 
   // x: {batch, in} -> {batch, out}.
   tensor_type forward(const tensor_type& x) {
     if (x.rank() != 2 || x.shape()[1] != in_)
-      throw shape_error(
-          detail::cat(name_, ": the input has shape ", x.shape(), ", expected {batch, ", in_, "}"));
+      throw shape_error(detail::cat(this->name_, ": the input has shape ", x.shape(),
+                                    ", expected {batch, ", in_, "}"));
     input_.save(x);
     const shape_t out_shape{x.shape()[0], out_};
-    if (!has_bias_) return matmul(x, weight_.transpose());
+    if (!this->has_bias_) return matmul(x, this->weight_.transpose());
     // The bias first, then the product accumulated onto it (one pass fewer than adding after).
-    tensor_type y(bias_.broadcast_to(out_shape));
-    gemm(T(1), x, weight_.transpose(), T(1), y);
+    tensor_type y(this->bias_.broadcast_to(out_shape));
+    gemm(T(1), x, this->weight_.transpose(), T(1), y);
     return y;
   }
 
@@ -60,51 +58,26 @@ class linear : public layer_base<T, B> {
   // With input_gradient false, only the parameters' gradients are computed (a first layer does
   // not need the gradient of the data) and an empty tensor is returned.
   tensor_type backward(const tensor_type& grad_output, bool input_gradient) {
-    const auto& x = input_.get(name_);
-    detail::expect_shape(name_, "the output gradient", grad_output.shape(), {x.shape()[0], out_});
-    gemm(T(1), grad_output.transpose(), x, T(1), weight_grad_);  // dW += g^T x
-    if (has_bias_) bias_grad_ += meld::sum(grad_output, 0);
+    const auto& x = input_.get(this->name_);
+    detail::expect_shape(this->name_, "the output gradient", grad_output.shape(),
+                         {x.shape()[0], out_});
+    gemm(T(1), grad_output.transpose(), x, T(1), this->weight_grad_);  // dW += g^T x
+    if (this->has_bias_) this->bias_grad_ += meld::sum(grad_output, 0);
     if (!input_gradient) return tensor_type();
-    return matmul(grad_output, weight_);  // dx = g W
-  }
-
-  template <class F>
-  void visit_parameters(F&& f) {
-    f(std::string_view("weight"), weight_, weight_grad_);
-    if (has_bias_) f(std::string_view("bias"), bias_, bias_grad_);
-  }
-  template <class F>
-  void visit_buffers(F&&) {}
-
-  void zero_grad() {
-    weight_grad_ = T(0);
-    bias_grad_ = T(0);
+    return matmul(grad_output, this->weight_);  // dx = g W
   }
 
   linear replica() const {
-    linear r(in_, out_, {.bias = has_bias_});
-    r.weight_ = weight_;
-    r.bias_ = bias_;
-    r.weight_grad_ = weight_grad_;
-    r.bias_grad_ = bias_grad_;
-    r.training_ = this->training_;
+    linear r(in_, out_, {.bias = this->has_bias_});
+    this->copy_parameters_to(r);
     return r;
   }
 
   index_t in_features() const { return in_; }
   index_t out_features() const { return out_; }
-  bool has_bias() const { return has_bias_; }
-  tensor_type& weight() { return weight_; }
-  tensor_type& bias() { return bias_; }
-  tensor_type& weight_grad() { return weight_grad_; }
-  tensor_type& bias_grad() { return bias_grad_; }
-  const std::string& name() const { return name_; }
 
  private:
   index_t in_, out_;
-  bool has_bias_;
-  std::string name_;
-  tensor_type weight_, bias_, weight_grad_, bias_grad_;
   detail::saved_tensor<T, B> input_;
 };
 

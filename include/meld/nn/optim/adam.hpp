@@ -15,7 +15,6 @@
 #include <string_view>
 #include <vector>
 
-#include "../require_model.hpp"
 #include "optimizer.hpp"
 
 namespace meld::optim {
@@ -30,20 +29,16 @@ struct adam_options {
 };
 
 template <class M>
-class adam {
-  static_assert(nn::require_model<M>(),
-                "meld::optim::adam<M>: M is not a meld::nn::model (see "
-                "the messages above)");
+class adam : public optimizer_base<adam<M>, M, adam_options> {
+  using base = optimizer_base<adam<M>, M, adam_options>;
 
  public:
-  using model_type = M;
-  using value_type = typename M::value_type;
-  using tensor_type = tensor<value_type, typename M::backend_type>;
+  using typename base::tensor_type;
+  using typename base::value_type;
+  static constexpr const char* kind = "adam";
 
-  adam(M& model, adam_options options) : model_(&model), options_(options) {
-    validate(options);
-    model.visit_parameters([&](std::string_view name, tensor_type& p, tensor_type&) {
-      names_.emplace_back(name);
+  adam(M& model, adam_options options) : base(model, options) {
+    model.visit_parameters([&](std::string_view, tensor_type& p, tensor_type&) {
       m_.emplace_back(p.shape());
       v_.emplace_back(p.shape());
     });
@@ -51,16 +46,15 @@ class adam {
 
   void step() {
     using T = value_type;
-    const double t = static_cast<double>(steps_ + 1);
-    const T b1 = static_cast<T>(options_.beta1), b2 = static_cast<T>(options_.beta2);
-    const T step_size = static_cast<T>(options_.lr / (1 - std::pow(options_.beta1, t)));
-    const T inv_bc2 = static_cast<T>(1 / (1 - std::pow(options_.beta2, t)));
-    const T eps = static_cast<T>(options_.eps), wd = static_cast<T>(options_.weight_decay);
-    const T decay = static_cast<T>(1 - options_.lr * options_.weight_decay);
-    const bool decoupled = options_.decoupled_weight_decay;
-    std::size_t i = 0;
-    model_->visit_parameters([&](std::string_view name, tensor_type& p, tensor_type& g) {
-      if (i >= names_.size() || names_[i] != name || !(m_[i].shape() == p.shape())) throw_changed();
+    const adam_options& o = this->options_;
+    const double t = static_cast<double>(this->steps_ + 1);
+    const T b1 = static_cast<T>(o.beta1), b2 = static_cast<T>(o.beta2);
+    const T step_size = static_cast<T>(o.lr / (1 - std::pow(o.beta1, t)));
+    const T inv_bc2 = static_cast<T>(1 / (1 - std::pow(o.beta2, t)));
+    const T eps = static_cast<T>(o.eps), wd = static_cast<T>(o.weight_decay);
+    const T decay = static_cast<T>(1 - o.lr * o.weight_decay);
+    const bool decoupled = o.decoupled_weight_decay;
+    this->update_each([&](std::size_t i, tensor_type& p, tensor_type& g) {
       tensor_type &m = m_[i], &v = v_[i];
       if (wd != T(0) && !decoupled) {
         m = b1 * m + (T(1) - b1) * (g + wd * p);
@@ -73,35 +67,19 @@ class adam {
         p = decay * p - step_size * m / (sqrt(v * inv_bc2) + eps);
       else
         p -= step_size * m / (sqrt(v * inv_bc2) + eps);
-      ++i;
     });
-    if (i != names_.size()) throw_changed();
-    ++steps_;
   }
-
-  void zero_grad() { model_->zero_grad(); }
-
-  double lr() const { return options_.lr; }
-  void set_lr(double lr) {
-    adam_options o = options_;
-    o.lr = lr;
-    validate(o);
-    options_ = o;
-  }
-  const adam_options& options() const { return options_; }
-  std::int64_t steps() const { return steps_; }
 
   // "adam.steps", then "adam.m.<parameter>" and "adam.v.<parameter>" for every parameter.
   template <class F>
   void visit_state(F&& f) {
-    f(std::string_view("adam.steps"), steps_);
-    for (std::size_t i = 0; i < names_.size(); ++i) {
-      f(std::string_view("adam.m." + names_[i]), m_[i]);
-      f(std::string_view("adam.v." + names_[i]), v_[i]);
+    f(std::string_view("adam.steps"), this->steps_);
+    for (std::size_t i = 0; i < this->parameter_count(); ++i) {
+      f(std::string_view(this->state_name("m", i)), m_[i]);
+      f(std::string_view(this->state_name("v", i)), v_[i]);
     }
   }
 
- private:
   static void validate(const adam_options& o) {
     if (!(o.lr >= 0) || !(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1) ||
         !(o.eps >= 0) || !(o.weight_decay >= 0))
@@ -110,17 +88,9 @@ class adam {
                           ", eps ", o.eps, ", weight_decay ", o.weight_decay,
                           ": lr, eps and weight_decay must be >= 0, the betas in [0, 1)"));
   }
-  [[noreturn]] static void throw_changed() {
-    throw std::logic_error(
-        "optim::adam: the model's parameters changed (names, count or shapes) since the "
-        "optimizer was made");
-  }
 
-  M* model_;
-  adam_options options_;
-  std::vector<std::string> names_;
+ private:
   std::vector<tensor_type> m_, v_;
-  std::int64_t steps_ = 0;
 };
 
 template <class M>

@@ -6,12 +6,19 @@
 //                     f(name, std::int64_t&) for every counter (steps taken), in a fixed order;
 //                     names are unique and start with the optimizer's kind ("sgd.", "adam.")
 //   model_type        the model it updates
+//
+// and optimizer_base, what sgd and adam share: the model, the options with their learning rate,
+// the step count, and the check that the model still has the parameters it had at construction.
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "../../tensor/tensor.hpp"
+#include "../require_model.hpp"
 
 namespace meld::optim {
 
@@ -28,6 +35,78 @@ concept optimizer = requires(O& o) {
   o.zero_grad();
   o.visit_state(state_visitor_archetype<typename O::model_type::value_type,
                                         typename O::model_type::backend_type>{});
+};
+
+// The common part of an optimizer of kind Derived over model M with Options (which have `lr`).
+// Derived provides `static void validate(const Options&)` (throws std::invalid_argument naming
+// what is wrong) and `static constexpr const char* kind` ("sgd", "adam").
+template <class Derived, class M, class Options>
+class optimizer_base {
+  static_assert(nn::require_model<M>(),
+                "meld::optim: the optimizer's model is not a meld::nn::model (see the messages "
+                "above)");
+
+ public:
+  using model_type = M;
+  using value_type = typename M::value_type;
+  using tensor_type = tensor<value_type, typename M::backend_type>;
+
+  void zero_grad() { model_->zero_grad(); }
+
+  double lr() const { return options_.lr; }
+  // A new learning rate (schedules); refused like a bad option, leaving the old one.
+  void set_lr(double lr) {
+    Options o = options_;
+    o.lr = lr;
+    Derived::validate(o);
+    options_ = o;
+  }
+  const Options& options() const { return options_; }
+  std::int64_t steps() const { return steps_; }
+
+ protected:
+  optimizer_base(M& model, const Options& options) : model_(&model), options_(options) {
+    Derived::validate(options);
+    model.visit_parameters([&](std::string_view name, tensor_type& p, tensor_type&) {
+      names_.emplace_back(name);
+      shapes_.push_back(p.shape());
+    });
+  }
+
+  // Calls f(i, p, g) for parameter i of the model with its gradient, in the model's order, after
+  // checking that it is the parameter the optimizer was made for (name and shape); then counts
+  // the step.
+  template <class F>
+  void update_each(F&& f) {
+    std::size_t i = 0;
+    model_->visit_parameters([&](std::string_view name, tensor_type& p, tensor_type& g) {
+      if (i >= names_.size() || names_[i] != name || !(shapes_[i] == p.shape())) throw_changed();
+      f(i, p, g);
+      ++i;
+    });
+    if (i != names_.size()) throw_changed();
+    ++steps_;
+  }
+
+  // "<kind>.<what>.<parameter>": the name of a state tensor in checkpoints.
+  std::string state_name(const char* what, std::size_t i) const {
+    return std::string(Derived::kind) + "." + what + "." + names_[i];
+  }
+  std::size_t parameter_count() const { return names_.size(); }
+
+  M* model_;
+  Options options_;
+  std::int64_t steps_ = 0;
+
+ private:
+  [[noreturn]] static void throw_changed() {
+    throw std::logic_error(std::string("optim::") + Derived::kind +
+                           ": the model's parameters changed (names, count or shapes) since the "
+                           "optimizer was made");
+  }
+
+  std::vector<std::string> names_;
+  std::vector<shape_t> shapes_;
 };
 
 }  // namespace meld::optim

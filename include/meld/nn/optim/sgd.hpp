@@ -15,7 +15,6 @@
 #include <string_view>
 #include <vector>
 
-#include "../require_model.hpp"
 #include "optimizer.hpp"
 
 namespace meld::optim {
@@ -29,86 +28,66 @@ struct sgd_options {
 };
 
 template <class M>
-class sgd {
-  static_assert(nn::require_model<M>(),
-                "meld::optim::sgd<M>: M is not a meld::nn::model (see "
-                "the messages above)");
+class sgd : public optimizer_base<sgd<M>, M, sgd_options> {
+  using base = optimizer_base<sgd<M>, M, sgd_options>;
 
  public:
-  using model_type = M;
-  using value_type = typename M::value_type;
-  using tensor_type = tensor<value_type, typename M::backend_type>;
+  using typename base::tensor_type;
+  using typename base::value_type;
+  static constexpr const char* kind = "sgd";
 
-  sgd(M& model, sgd_options options) : model_(&model), options_(options) {
-    validate(options);
-    model.visit_parameters([&](std::string_view name, tensor_type& p, tensor_type&) {
-      names_.emplace_back(name);
+  sgd(M& model, sgd_options options) : base(model, options) {
+    model.visit_parameters([&](std::string_view, tensor_type& p, tensor_type&) {
       momentum_.emplace_back(options.momentum != 0 ? p.shape() : shape_t{0});
     });
   }
 
   void step() {
     using T = value_type;
-    const T lr = static_cast<T>(options_.lr), wd = static_cast<T>(options_.weight_decay),
-            mu = static_cast<T>(options_.momentum), keep = static_cast<T>(1 - options_.dampening);
-    std::size_t i = 0;
-    model_->visit_parameters([&](std::string_view name, tensor_type& p, tensor_type& g) {
-      check_parameter(i, name, p);
-      if (options_.momentum == 0) {
+    const sgd_options& o = this->options_;
+    const T lr = static_cast<T>(o.lr), wd = static_cast<T>(o.weight_decay),
+            mu = static_cast<T>(o.momentum), keep = static_cast<T>(1 - o.dampening);
+    const bool first = this->steps_ == 0;
+    this->update_each([&](std::size_t i, tensor_type& p, tensor_type& g) {
+      if (o.momentum == 0) {
         if (wd != T(0))
           p -= lr * (g + wd * p);
         else
           p -= lr * g;
-      } else {
-        tensor_type& buf = momentum_[i];
-        if (wd != T(0)) {
-          if (steps_ == 0)
-            buf = g + wd * p;
-          else
-            buf = mu * buf + keep * (g + wd * p);
-          if (options_.nesterov)
-            p -= lr * (g + wd * p + mu * buf);
-          else
-            p -= lr * buf;
-        } else {
-          if (steps_ == 0)
-            buf = g;
-          else
-            buf = mu * buf + keep * g;
-          if (options_.nesterov)
-            p -= lr * (g + mu * buf);
-          else
-            p -= lr * buf;
-        }
+        return;
       }
-      ++i;
+      tensor_type& buf = momentum_[i];
+      if (wd != T(0)) {
+        if (first)
+          buf = g + wd * p;
+        else
+          buf = mu * buf + keep * (g + wd * p);
+        if (o.nesterov)
+          p -= lr * (g + wd * p + mu * buf);
+        else
+          p -= lr * buf;
+      } else {
+        if (first)
+          buf = g;
+        else
+          buf = mu * buf + keep * g;
+        if (o.nesterov)
+          p -= lr * (g + mu * buf);
+        else
+          p -= lr * buf;
+      }
     });
-    if (i != names_.size()) throw_changed();
-    ++steps_;
   }
-
-  void zero_grad() { model_->zero_grad(); }
-
-  double lr() const { return options_.lr; }
-  void set_lr(double lr) {
-    sgd_options o = options_;
-    o.lr = lr;
-    validate(o);
-    options_ = o;
-  }
-  const sgd_options& options() const { return options_; }
-  std::int64_t steps() const { return steps_; }
 
   // "sgd.steps" and, with momentum, "sgd.momentum.<parameter>".
   template <class F>
   void visit_state(F&& f) {
-    f(std::string_view("sgd.steps"), steps_);
-    if (options_.momentum == 0) return;
-    for (std::size_t i = 0; i < names_.size(); ++i)
-      f(std::string_view("sgd.momentum." + names_[i]), momentum_[i]);
+    f(std::string_view("sgd.steps"), this->steps_);
+    if (this->options_.momentum == 0) return;
+    for (std::size_t i = 0; i < this->parameter_count(); ++i)
+      f(std::string_view(this->state_name("momentum", i)), momentum_[i]);
   }
 
- private:
   static void validate(const sgd_options& o) {
     if (!(o.lr >= 0) || !(o.momentum >= 0) || !(o.weight_decay >= 0) || !(o.dampening >= 0) ||
         !(o.dampening <= 1))
@@ -119,22 +98,9 @@ class sgd {
       throw std::invalid_argument(
           "optim::sgd: Nesterov momentum needs momentum > 0 and dampening 0");
   }
-  void check_parameter(std::size_t i, std::string_view name, const tensor_type& p) const {
-    if (i >= names_.size() || names_[i] != name ||
-        (options_.momentum != 0 && !(momentum_[i].shape() == p.shape())))
-      throw_changed();
-  }
-  [[noreturn]] static void throw_changed() {
-    throw std::logic_error(
-        "optim::sgd: the model's parameters changed (names, count or shapes) since the "
-        "optimizer was made");
-  }
 
-  M* model_;
-  sgd_options options_;
-  std::vector<std::string> names_;
+ private:
   std::vector<tensor_type> momentum_;
-  std::int64_t steps_ = 0;
 };
 
 template <class M>

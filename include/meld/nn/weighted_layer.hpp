@@ -1,0 +1,65 @@
+// What linear and conv2d share: a weight, an optional bias and their gradients, with the model
+// operations on them (visit_parameters as "weight" then "bias", zero_grad) and the accessors.
+// The layer sets the shapes in its constructor (init_parameters) and copies the state into its
+// replicas (copy_parameters_to).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "layer.hpp"
+
+namespace meld::nn {
+
+template <class T, class B>
+class weighted_layer : public layer_base<T, B> {
+ public:
+  using typename layer_base<T, B>::tensor_type;
+
+  template <class F>
+  void visit_parameters(F&& f) {
+    f(std::string_view("weight"), weight_, weight_grad_);
+    if (has_bias_) f(std::string_view("bias"), bias_, bias_grad_);
+  }
+  template <class F>
+  void visit_buffers(F&&) {}
+
+  void zero_grad() {
+    weight_grad_ = T(0);
+    bias_grad_ = T(0);
+  }
+
+  bool has_bias() const { return has_bias_; }
+  tensor_type& weight() { return weight_; }
+  tensor_type& bias() { return bias_; }
+  tensor_type& weight_grad() { return weight_grad_; }
+  tensor_type& bias_grad() { return bias_grad_; }
+  const std::string& name() const { return name_; }
+
+ protected:
+  weighted_layer(std::string name, bool has_bias) : has_bias_(has_bias), name_(std::move(name)) {}
+
+  // Zero-filled parameters and gradients: the weight of `weight_shape`, the bias of `bias_size`
+  // elements (none without a bias).
+  void init_parameters(const shape_t& weight_shape, index_t bias_size) {
+    weight_ = tensor_type(weight_shape);
+    weight_grad_ = tensor_type(weight_shape);
+    bias_ = tensor_type({has_bias_ ? bias_size : 0});
+    bias_grad_ = tensor_type(bias_.shape());
+  }
+
+  // The replica's parameters, gradients and mode become this layer's (deep copies).
+  void copy_parameters_to(weighted_layer& r) const {
+    r.weight_ = weight_;
+    r.bias_ = bias_;
+    r.weight_grad_ = weight_grad_;
+    r.bias_grad_ = bias_grad_;
+    r.training_ = this->training_;
+  }
+
+  bool has_bias_;
+  std::string name_;
+  tensor_type weight_, bias_, weight_grad_, bias_grad_;
+};
+
+}  // namespace meld::nn
