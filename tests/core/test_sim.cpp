@@ -168,3 +168,30 @@ TEST_CASE("each value a sim computation hands to the host is one counted transfe
   REQUIRE(host_col(3) == 2.f * (3 + 13 + 23 + 33 + 43 + 53 + 63 + 73 + 83 + 93) + 10.f);
   REQUIRE(meld::sim_transfers().to_device_calls == 0);
 }
+
+TEST_CASE("random draws and sequences are computed on the sim device, not copied there", "[sim]") {
+  using B = meld::sim<meld::async>;
+  meld::synchronize();
+  meld::reset_sim_transfers();
+  meld::rng gen(11);
+  tensor<float, B> u = gen.uniform<float, B>({256, 64}, -1.f, 1.f);
+  tensor<double, B> n = gen.normal<double, B>({1000});
+  tensor<std::int64_t, B> k = gen.integers<std::int64_t, B>({100}, 0, 10);
+  tensor<float, B> r = meld::arange<float, B>(2.f, 50.f, 0.5f);
+  tensor<double, B> l = meld::linspace<double, B>(-1.0, 1.0, 21);
+  meld::synchronize();
+  REQUIRE(meld::sim_transfers().to_device_calls == 0);
+  // The same values as the host's (checked through explicit copies).
+  meld::rng host_gen(11);
+  const tensor<float> hu = host_gen.uniform<float>({256, 64}, -1.f, 1.f);
+  const tensor<float> du = meld::to<meld::cpu<>>(u);
+  REQUIRE(std::equal(hu.begin(), hu.end(), du.begin(), du.end()));
+  const tensor<float> dr = meld::to<meld::cpu<>>(r);
+  REQUIRE(dr.size() == 96);
+  for (index_t i = 0; i < dr.size(); ++i) REQUIRE(dr(i) == 2.f + 0.5f * static_cast<float>(i));
+  const tensor<double> dl = meld::to<meld::cpu<>>(l);
+  REQUIRE(dl(0) == -1.0);
+  REQUIRE(dl(10) == Approx(0.0).margin(1e-15));
+  REQUIRE(dl(20) == 1.0);
+  REQUIRE(meld::sim_transfers().to_host_calls == 3);
+}

@@ -20,6 +20,8 @@
 //     copy_from_host(dst, const T* src)     a contiguous tensor from host memory
 //     copy_to_host(T* dst, src)             ... into host memory (waits for src)
 //     copy(dst, src)                        between tensors of B, on any devices of B
+//     generate(dst, g)                      dst[i] = g(i) for each flat index i of a contiguous
+//                                           dst; g is a host-and-device (MELD_HD) callable
 // Mixing devices in one operation is an error that names both. Nothing above backend/ may assume
 // more than this (host access compiles only where B::host_accessible).
 #pragma once
@@ -32,6 +34,13 @@
 #include "backend.hpp"
 
 namespace meld {
+
+namespace detail {
+// What generate is checked with: a callable of the flat index.
+struct generator_archetype {
+  MELD_HD float operator()(index_t i) const { return static_cast<float>(i); }
+};
+}  // namespace detail
 
 template <class B>
 concept backend = requires(std::size_t bytes, void* p, int device, float* host, const float* chost,
@@ -60,6 +69,7 @@ concept backend = requires(std::size_t bytes, void* p, int device, float* host, 
   executor<B>::copy_from_host(t, chost);
   executor<B>::copy_to_host(host, ct);
   executor<B>::copy(t, ct);
+  executor<B>::generate(t, detail::generator_archetype{});
 };
 
 }  // namespace meld

@@ -10,13 +10,29 @@
 namespace meld {
 
 namespace detail {
-// Factories that compute elements on the host build device tensors through a host tensor.
-template <class Backend, class T>
-tensor<T, Backend> on_backend(tensor<T, cpu<>>&& host) {
-  if constexpr (std::is_same_v<Backend, cpu<>>)
-    return std::move(host);
-  else
-    return to<Backend>(host);
+// Elements computed from their index, where the tensor lives (the backends' generate operation).
+template <class T>
+struct arange_values {
+  T start, step;
+  MELD_HD T operator()(index_t i) const { return static_cast<T>(start + static_cast<T>(i) * step); }
+};
+template <class T>
+struct linspace_values {
+  double start, stop;
+  index_t n;
+  T last;
+  MELD_HD T operator()(index_t i) const {
+    if (n > 1 && i == n - 1) return last;
+    return static_cast<T>(n == 1 ? start
+                                 : start + (stop - start) * static_cast<double>(i) /
+                                               static_cast<double>(n - 1));
+  }
+};
+template <class T, class Backend, class G>
+tensor<T, Backend> generated(index_t n, const G& g) {
+  tensor<T, Backend> t({n}, uninitialized);
+  executor<Backend>::generate(t, g);
+  return t;
 }
 }  // namespace detail
 
@@ -46,10 +62,7 @@ tensor<T, Backend> arange(T start, T stop, T step = T(1)) {
   if (!(count < 9.2e18))
     throw shape_error(detail::cat("arange: ", count, " elements are too many"));
   const index_t n = count > 0 ? static_cast<index_t>(count) : 0;
-  tensor<T, cpu<>> t({n}, uninitialized);
-  T* p = t.data();
-  for (index_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<T>(i) * step);
-  return detail::on_backend<Backend>(std::move(t));
+  return detail::generated<T, Backend>(n, detail::arange_values<T>{start, step});
 }
 
 template <class T, class Backend = cpu<>>
@@ -61,14 +74,9 @@ tensor<T, Backend> arange(T stop) {
 template <class T, class Backend = cpu<>>
 tensor<T, Backend> linspace(T start, T stop, index_t n) {
   if (n < 0) throw shape_error(detail::cat("linspace: negative count ", n));
-  tensor<T, cpu<>> t({n}, uninitialized);
-  T* p = t.data();
-  const double a = static_cast<double>(start), b = static_cast<double>(stop);
-  for (index_t i = 0; i < n; ++i)
-    p[i] = static_cast<T>(
-        n == 1 ? a : a + (b - a) * static_cast<double>(i) / static_cast<double>(n - 1));
-  if (n > 1) p[n - 1] = stop;
-  return detail::on_backend<Backend>(std::move(t));
+  return detail::generated<T, Backend>(
+      n,
+      detail::linspace_values<T>{static_cast<double>(start), static_cast<double>(stop), n, stop});
 }
 
 }  // namespace meld

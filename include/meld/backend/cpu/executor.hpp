@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "../../tensor/tensor.hpp"
 #include "../backend.hpp"
 #include "../concept.hpp"
 #include "assign.hpp"
 #include "cpu.hpp"
+#include "generate.hpp"
 #include "matmul.hpp"
 #include "memory.hpp"
 #include "reduce.hpp"
@@ -56,6 +58,15 @@ struct executor<cpu<sync>> {
   template <class Dst, class Src>
   static void copy(const Dst& dst, const Src& src) {
     copy_from_host(dst, src.raw_data());
+  }
+  // dst[i] = g(i) for every flat index i of a contiguous dst: elements computed from their index
+  // (counter-based random draws, arithmetic sequences). Each element depends on its index alone,
+  // so the threads' split does not change the result.
+  template <class Dst, class G>
+  static void generate(const Dst& dst, const G& g) {
+    using V = typename Dst::value_type;
+    if (!dst.is_contiguous()) throw std::logic_error("meld: generate needs a contiguous tensor");
+    detail::cpu_eval::generate(const_cast<V*>(dst.raw_data()), dst.size(), g);
   }
   // Runs fn(args...) now, with host views of the tensors and views among args: how operations
   // that are not expressions (nn's window gathers) run on backends whose kernels are CPU code.

@@ -217,6 +217,15 @@ struct queued_executor {
     enqueue_ordered(nullptr, reads, writes, task([target, value] { Run::fill(target, value); }));
   }
 
+  template <class Dst, class G>
+  static void generate(const Dst& dst, const G& g) {
+    if (dst.size() == 0) return;
+    auto target = owning_view(dst);
+    access_list reads, writes;
+    writes.push_back(&target.storage_ptr()->access());
+    enqueue_ordered(nullptr, reads, writes, task([target, g] { Run::generate(target, g); }));
+  }
+
   template <class R, class E>
   static future<reduce_result_t<R, E>> reduce(const E& e) {
     using Result = reduce_result_t<R, E>;

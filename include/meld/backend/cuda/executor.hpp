@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -134,6 +135,25 @@ struct executor<cuda<Policy>> {
       fill_kernel<<<grid_for(n, access.device()), 256, 0, s>>>(data, value, n);
       check_launch("meld::cuda fill kernel");
     }
+    access.after(s, true);
+    finish(s);
+  }
+
+  // dst[i] = g(i) for every flat index of a contiguous dst (g: a host-and-device callable).
+  template <class Dst, class G>
+  static void generate(const Dst& dst, const G& g) {
+    using namespace detail::cuda_eval;
+    using V = typename Dst::value_type;
+    const index_t n = dst.size();
+    if (n == 0) return;
+    if (!dst.is_contiguous()) throw std::logic_error("meld: generate needs a contiguous tensor");
+    auto& access = dst.storage_ptr()->access();
+    cuda_device_guard guard(access.device());
+    cudaStream_t s = access.home()->handle;
+    access.before(s, true);
+    generate_kernel<<<grid_for(n, access.device()), 256, 0, s>>>(const_cast<V*>(dst.raw_data()), g,
+                                                                 n);
+    check_launch("meld::cuda generate kernel");
     access.after(s, true);
     finish(s);
   }

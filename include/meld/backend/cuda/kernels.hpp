@@ -190,6 +190,13 @@ __global__ void fill_kernel(T* __restrict__ out, T value, index_t n) {
     out[i] = value;
 }
 
+template <class T, class G>
+__global__ void generate_kernel(T* __restrict__ out, G g, index_t n) {
+  const index_t stride = index_t(gridDim.x) * blockDim.x;
+  for (index_t i = index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = static_cast<T>(g(i));
+}
+
 // Writes the result of segment m (an axis reduction into a contiguous buffer) into a strided
 // destination, dividing by `divide` (for mean) when it is nonzero.
 template <class T, class S>

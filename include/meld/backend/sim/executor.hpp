@@ -108,6 +108,10 @@ struct executor<sim<sync>> {
       std::memcpy(detail::sim_host(const_cast<T*>(dst.raw_data())),
                   detail::sim_host(src.raw_data()), bytes);
   }
+  template <class Dst, class G>
+  static void generate(const Dst& dst, const G& g) {
+    executor<cpu<sync>>::generate(detail::sim_eval::host_view(dst), g);
+  }
   // Runs fn with host views of the views among args (see executor<cpu<sync>>::host_kernel).
   template <class F, class... Args>
   static void host_kernel(F&& fn, const Args&... args) {
