@@ -13,6 +13,8 @@
 //                               sim<async> [sim][async]
 //   MELD_TEST_CUDA (the .cu files of tests/gpu compile the same suites with nvcc):
 //                               cuda<sync> [cuda], cuda<async> [cuda][async]
+//   MELD_TEST_ASYNC_ONLY (the ThreadSanitizer build, which runs only these):
+//                               cpu<async> [cpu][async], sim<async> [sim][async]
 // CTest runs every suite once per backend family (tests/CMakeLists.txt: the host backends with
 // the suite's other tests, then [sim] with label sim, or [cuda] with label gpu), and the
 // ThreadSanitizer build runs the [async] instantiations. Reference values come to the host
@@ -33,6 +35,14 @@
   }                                                        \
   TEST_CASE(NAME " (cuda<async>)", TAGS "[cuda][async]") { \
     FN<meld::cuda<meld::async>>();                         \
+  }
+#elif defined(MELD_TEST_ASYNC_ONLY)
+#define MELD_TEST_INSTANTIATE(NAME, TAGS, FN)            \
+  TEST_CASE(NAME " (cpu<async>)", TAGS "[cpu][async]") { \
+    FN<meld::cpu<meld::async>>();                        \
+  }                                                      \
+  TEST_CASE(NAME " (sim<async>)", TAGS "[sim][async]") { \
+    FN<meld::sim<meld::async>>();                        \
   }
 #else
 #define MELD_TEST_INSTANTIATE(NAME, TAGS, FN)            \
