@@ -1,0 +1,36 @@
+# Packaging tests (label package), included by tests/CMakeLists.txt. Each is a separate project or
+# script run against the source tree, so none needs a target of this build. The ones that run an
+# outside tool (Conan, vcpkg's schema, Doxygen) also have the label tooling (the release
+# configuration runs them; the clang one leaves them out) and report skipped (77) when the tool
+# cannot be had.
+set(meld_package_args -DMELD_SOURCE=${PROJECT_SOURCE_DIR} -DGENERATOR=${CMAKE_GENERATOR}
+    -DCXX=${CMAKE_CXX_COMPILER})
+
+# An install into a fresh prefix, used through find_package (with COMPONENTS) and pkg-config.
+find_program(MELD_PKG_CONFIG NAMES pkg-config pkgconf)
+mark_as_advanced(MELD_PKG_CONFIG)
+set(meld_mpi_flag OFF)
+if(MELD_ENABLE_MPI)
+  set(meld_mpi_flag ON)
+endif()
+add_test(NAME test_package
+  COMMAND ${CMAKE_COMMAND} ${meld_package_args} -DWORK=${CMAKE_CURRENT_BINARY_DIR}/package
+          -DMPI=${meld_mpi_flag} -DPKG_CONFIG=${MELD_PKG_CONFIG}
+          -P ${CMAKE_CURRENT_LIST_DIR}/run_package_test.cmake)
+set_tests_properties(test_package PROPERTIES LABELS package TIMEOUT 300
+                     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+
+# meld as a FetchContent subproject: no install, SYSTEM headers, only MELD_* cache entries.
+add_test(NAME test_package_fetchcontent
+  COMMAND ${CMAKE_COMMAND} ${meld_package_args} -DWORK=${CMAKE_CURRENT_BINARY_DIR}/fetchcontent
+          -P ${CMAKE_CURRENT_LIST_DIR}/run_fetchcontent_test.cmake)
+set_tests_properties(test_package_fetchcontent PROPERTIES LABELS package TIMEOUT 300)
+
+# xsimd 8.1 and newer (a fake xsimd 14 config package), a too old one, a parent's xsimd target.
+add_test(NAME test_package_xsimd_versions
+  COMMAND ${CMAKE_COMMAND} ${meld_package_args} -DWORK=${CMAKE_CURRENT_BINARY_DIR}/xsimd_versions
+          -DXSIMD_DIR=${xsimd_DIR} -P ${CMAKE_CURRENT_LIST_DIR}/run_xsimd_versions_test.cmake)
+set_tests_properties(test_package_xsimd_versions PROPERTIES LABELS package TIMEOUT 120)
+if(NOT xsimd_DIR)  # xsimd came from elsewhere than a config package: nothing to copy
+  set_tests_properties(test_package_xsimd_versions PROPERTIES DISABLED TRUE)
+endif()
