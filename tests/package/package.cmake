@@ -34,3 +34,14 @@ set_tests_properties(test_package_xsimd_versions PROPERTIES LABELS package TIMEO
 if(NOT xsimd_DIR)  # xsimd came from elsewhere than a config package: nothing to copy
   set_tests_properties(test_package_xsimd_versions PROPERTIES DISABLED TRUE)
 endif()
+
+# The Conan recipe, offline (scripts/check-conan.sh: Conan from PyPI, the system's xsimd).
+find_program(MELD_BASH bash)
+mark_as_advanced(MELD_BASH)
+set(meld_tools_env MELD_TOOLS_VENV=${PROJECT_BINARY_DIR}/tools-venv)
+add_test(NAME test_package_conan
+  COMMAND ${CMAKE_COMMAND} -E env ${meld_tools_env} MELD_CHECK_DIR=${CMAKE_CURRENT_BINARY_DIR}/check-conan
+          ${MELD_BASH} ${PROJECT_SOURCE_DIR}/scripts/check-conan.sh)
+# The scripts share one virtual environment for their Python tools: one at a time.
+set_tests_properties(test_package_conan PROPERTIES LABELS "package;tooling" TIMEOUT 600
+                     SKIP_RETURN_CODE 77 RESOURCE_LOCK meld_tools_venv)
