@@ -45,3 +45,17 @@ add_test(NAME test_package_conan
 # The scripts share one virtual environment for their Python tools: one at a time.
 set_tests_properties(test_package_conan PROPERTIES LABELS "package;tooling" TIMEOUT 600
                      SKIP_RETURN_CODE 77 RESOURCE_LOCK meld_tools_venv)
+
+# The vcpkg port and manifest: schema, the portfile through plain CMake, a consumer
+# (scripts/check-vcpkg.sh: jsonschema from PyPI).
+add_test(NAME test_package_vcpkg
+  COMMAND ${CMAKE_COMMAND} -E env ${meld_tools_env} MELD_CHECK_DIR=${CMAKE_CURRENT_BINARY_DIR}/check-vcpkg
+          CXX=${CMAKE_CXX_COMPILER} ${MELD_BASH} ${PROJECT_SOURCE_DIR}/scripts/check-vcpkg.sh)
+set_tests_properties(test_package_vcpkg PROPERTIES LABELS "package;tooling" TIMEOUT 600
+                     SKIP_RETURN_CODE 77 RESOURCE_LOCK meld_tools_venv)
+
+# One version everywhere: version.hpp, project(), CHANGELOG.md, conanfile.py, the vcpkg manifests.
+add_test(NAME test_package_version
+  COMMAND ${CMAKE_COMMAND} -DMELD_SOURCE=${PROJECT_SOURCE_DIR} -DPROJECT_VERSION=${PROJECT_VERSION}
+          -P ${CMAKE_CURRENT_LIST_DIR}/run_version_test.cmake)
+set_tests_properties(test_package_version PROPERTIES LABELS package TIMEOUT 30)
