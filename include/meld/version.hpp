@@ -1,5 +1,6 @@
-// meld's version. The single source of truth: CMake's project(VERSION), the package's
-// meldConfigVersion.cmake, meld.pc and the Conan recipe all read these three lines.
+/// @file
+/// meld's version. The single source of truth: CMake's project(VERSION), the package's
+/// meldConfigVersion.cmake, meld.pc and the Conan recipe all read the three lines below.
 #pragma once
 
 /// Major version: changes when the API changes incompatibly.
@@ -13,8 +14,10 @@
 /// `#if MELD_VERSION >= 100`.
 #define MELD_VERSION (MELD_VERSION_MAJOR * 10000 + MELD_VERSION_MINOR * 100 + MELD_VERSION_PATCH)
 
+/// @cond
 #define MELD_DETAIL_STR_(x) #x
 #define MELD_DETAIL_STR(x) MELD_DETAIL_STR_(x)
+/// @endcond
 /// The version as a string literal, "major.minor.patch".
 #define MELD_VERSION_STRING           \
   MELD_DETAIL_STR(MELD_VERSION_MAJOR) \

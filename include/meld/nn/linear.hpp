@@ -14,18 +14,22 @@
 
 namespace meld::nn {
 
+/// Settings of linear.
 struct linear_options {
+  /// Whether the layer adds a bias.
   bool bias = true;
-  // The weight is drawn with PyTorch's default, U(+-1 / sqrt(in)), from this seed; the bias
-  // starts at 0. To initialize a whole model from one seed, use nn::initialize.
+  /// The weight is drawn with PyTorch's default, U(+-1 / sqrt(in)), from this seed; the bias
+  /// starts at 0. To initialize a whole model from one seed, use nn::initialize.
   std::uint64_t seed = 0;
 };
 
+/// A fully connected layer, y = x W^T + b.
 template <class T = float, class B = cpu<>>
 class linear : public layer_base<T, B> {
  public:
   using typename layer_base<T, B>::tensor_type;
 
+  /// weight {out_features, in_features}, bias {out_features}. Throws shape_error for sizes below 1.
   linear(index_t in_features, index_t out_features, linear_options options = {})
       : in_(in_features),
         out_(out_features),
@@ -41,7 +45,7 @@ class linear : public layer_base<T, B> {
     kaiming_uniform{1 / std::sqrt(3.0)}(weight_, gen);
   }
 
-  // x: {batch, in} -> {batch, out}.
+  /// x: {batch, in} -> {batch, out}.
   tensor_type forward(const tensor_type& x) {
     if (x.rank() != 2 || x.shape()[1] != in_)
       throw shape_error(
@@ -55,10 +59,11 @@ class linear : public layer_base<T, B> {
     return y;
   }
 
+  /// The gradient for the last forward's input, {batch, in}; accumulates the parameters' gradients.
   tensor_type backward(const tensor_type& grad_output) { return backward(grad_output, true); }
 
-  // With input_gradient false, only the parameters' gradients are computed (a first layer does
-  // not need the gradient of the data) and an empty tensor is returned.
+  /// With input_gradient false, only the parameters' gradients are computed (a first layer does
+  /// not need the gradient of the data) and an empty tensor is returned.
   tensor_type backward(const tensor_type& grad_output, bool input_gradient) {
     const auto& x = input_.get(name_);
     detail::expect_shape(name_, "the output gradient", grad_output.shape(), {x.shape()[0], out_});
@@ -68,19 +73,23 @@ class linear : public layer_base<T, B> {
     return matmul(grad_output, weight_);  // dx = g W
   }
 
+  /// Calls f(name, parameter, gradient) for the weight and the bias (if any).
   template <class F>
   void visit_parameters(F&& f) {
     f(std::string_view("weight"), weight_, weight_grad_);
     if (has_bias_) f(std::string_view("bias"), bias_, bias_grad_);
   }
+  /// No buffers.
   template <class F>
   void visit_buffers(F&&) {}
 
+  /// Zeroes the parameters' gradients.
   void zero_grad() {
     weight_grad_ = T(0);
     bias_grad_ = T(0);
   }
 
+  /// A deep copy (parameters, gradients, mode); nothing a forward pass saved.
   linear replica() const {
     linear r(in_, out_, {.bias = has_bias_});
     r.weight_ = weight_;
@@ -91,13 +100,21 @@ class linear : public layer_base<T, B> {
     return r;
   }
 
+  /// Input features.
   index_t in_features() const { return in_; }
+  /// Output features.
   index_t out_features() const { return out_; }
+  /// Whether there is a bias.
   bool has_bias() const { return has_bias_; }
+  /// The weight, {out_features, in_features}.
   tensor_type& weight() { return weight_; }
+  /// The bias, {out_features} (empty without bias).
   tensor_type& bias() { return bias_; }
+  /// The gradient of weight().
   tensor_type& weight_grad() { return weight_grad_; }
+  /// The gradient of bias().
   tensor_type& bias_grad() { return bias_grad_; }
+  /// The layer's name in messages and parameter names.
   const std::string& name() const { return name_; }
 
  private:

@@ -20,15 +20,24 @@
 
 namespace meld::optim {
 
+/// Settings of adam (PyTorch's defaults).
 struct adam_options {
+  /// Learning rate.
   double lr = 1e-3;
+  /// Decay of the first-moment (mean) estimate.
   double beta1 = 0.9;
+  /// Decay of the second-moment (uncentered variance) estimate.
   double beta2 = 0.999;
+  /// Added to the square root of the second moment.
   double eps = 1e-8;
+  /// L2 penalty (added to the gradient, or applied to the weights with decoupled_weight_decay).
   double weight_decay = 0;
+  /// AdamW: decay the weights directly (p -= lr * weight_decay * p) instead of through the
+  /// gradient.
   bool decoupled_weight_decay = false;
 };
 
+/// Adam (and AdamW) over the parameters of a model (anything satisfying nn::model), as PyTorch's.
 template <class M>
 class adam {
   static_assert(nn::require_model<M>(),
@@ -36,10 +45,15 @@ class adam {
                 "the messages above)");
 
  public:
+  /// The model type.
   using model_type = M;
+  /// The parameters' element type.
   using value_type = typename M::value_type;
+  /// The parameters' tensor type.
   using tensor_type = tensor<value_type, typename M::backend_type>;
 
+  /// Keeps a pointer to model (which must outlive the optimizer) and zero moments for each
+  /// parameter. Throws std::invalid_argument for invalid options.
   adam(M& model, adam_options options) : model_(&model), options_(options) {
     validate(options);
     model.visit_parameters([&](std::string_view name, tensor_type& p, tensor_type&) {
@@ -49,6 +63,8 @@ class adam {
     });
   }
 
+  /// One update of every parameter from its gradient. Throws std::logic_error if the model's
+  /// parameters changed since construction.
   void step() {
     using T = value_type;
     const double t = static_cast<double>(steps_ + 1);
@@ -79,19 +95,24 @@ class adam {
     ++steps_;
   }
 
+  /// Zeroes the model's gradients.
   void zero_grad() { model_->zero_grad(); }
 
+  /// The learning rate.
   double lr() const { return options_.lr; }
+  /// Changes the learning rate (for schedules); throws std::invalid_argument for a negative one.
   void set_lr(double lr) {
     adam_options o = options_;
     o.lr = lr;
     validate(o);
     options_ = o;
   }
+  /// The settings.
   const adam_options& options() const { return options_; }
+  /// Steps taken.
   std::int64_t steps() const { return steps_; }
 
-  // "adam.steps", then "adam.m.<parameter>" and "adam.v.<parameter>" for every parameter.
+  /// "adam.steps", then "adam.m.<parameter>" and "adam.v.<parameter>" for every parameter.
   template <class F>
   void visit_state(F&& f) {
     f(std::string_view("adam.steps"), steps_);
@@ -123,6 +144,7 @@ class adam {
   std::int64_t steps_ = 0;
 };
 
+/// Deduces adam<M> from adam(model, options).
 template <class M>
 adam(M&, adam_options) -> adam<M>;
 

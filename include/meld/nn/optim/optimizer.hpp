@@ -15,9 +15,13 @@
 
 namespace meld::optim {
 
+/// What an optimizer's visit_state hands to its visitor: a name and a state tensor, or a name and a
+/// counter (the step count). Checkpoints save and load through it.
 template <class T, class B>
 struct state_visitor_archetype {
+  /// Receives a name and a state tensor.
   void operator()(std::string_view, tensor<T, B>&) const {}
+  /// Receives a name and a counter.
   void operator()(std::string_view, std::int64_t&) const {}
 };
 

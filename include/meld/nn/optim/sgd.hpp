@@ -20,14 +20,22 @@
 
 namespace meld::optim {
 
+/// Settings of sgd (PyTorch's semantics).
 struct sgd_options {
+  /// Learning rate.
   double lr = 0.01;
+  /// Momentum factor (0: plain SGD).
   double momentum = 0;
+  /// Dampening of the momentum: buf = momentum * buf + (1 - dampening) * g.
   double dampening = 0;
+  /// L2 penalty added to the gradient (g + weight_decay * p).
   double weight_decay = 0;
+  /// Nesterov momentum (needs momentum > 0 and dampening 0).
   bool nesterov = false;
 };
 
+/// Stochastic gradient descent with momentum, weight decay and Nesterov momentum over the
+/// parameters of a model (anything satisfying nn::model), as PyTorch's.
 template <class M>
 class sgd {
   static_assert(nn::require_model<M>(),
@@ -35,10 +43,15 @@ class sgd {
                 "the messages above)");
 
  public:
+  /// The model type.
   using model_type = M;
+  /// The parameters' element type.
   using value_type = typename M::value_type;
+  /// The parameters' tensor type.
   using tensor_type = tensor<value_type, typename M::backend_type>;
 
+  /// Keeps a pointer to model (which must outlive the optimizer) and a momentum buffer for each
+  /// parameter. Throws std::invalid_argument for invalid options.
   sgd(M& model, sgd_options options) : model_(&model), options_(options) {
     validate(options);
     model.visit_parameters([&](std::string_view name, tensor_type& p, tensor_type&) {
@@ -47,6 +60,8 @@ class sgd {
     });
   }
 
+  /// One update of every parameter from its gradient. Throws std::logic_error if the model's
+  /// parameters changed since construction.
   void step() {
     using T = value_type;
     const T lr = static_cast<T>(options_.lr), wd = static_cast<T>(options_.weight_decay),
@@ -87,19 +102,24 @@ class sgd {
     ++steps_;
   }
 
+  /// Zeroes the model's gradients.
   void zero_grad() { model_->zero_grad(); }
 
+  /// The learning rate.
   double lr() const { return options_.lr; }
+  /// Changes the learning rate (for schedules); throws std::invalid_argument for a negative one.
   void set_lr(double lr) {
     sgd_options o = options_;
     o.lr = lr;
     validate(o);
     options_ = o;
   }
+  /// The settings.
   const sgd_options& options() const { return options_; }
+  /// Steps taken.
   std::int64_t steps() const { return steps_; }
 
-  // "sgd.steps" and, with momentum, "sgd.momentum.<parameter>".
+  /// "sgd.steps" and, with momentum, "sgd.momentum.<parameter>".
   template <class F>
   void visit_state(F&& f) {
     f(std::string_view("sgd.steps"), steps_);
@@ -137,6 +157,7 @@ class sgd {
   std::int64_t steps_ = 0;
 };
 
+/// Deduces sgd<M> from sgd(model, options).
 template <class M>
 sgd(M&, sgd_options) -> sgd<M>;
 
