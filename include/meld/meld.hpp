@@ -2,6 +2,8 @@
 // Including this header gives everything that is enabled in this build.
 #pragma once
 
+#include "version.hpp"
+
 #include "core/broadcast.hpp"
 #include "core/config.hpp"
 #include "core/element_type.hpp"

@@ -1,19 +1,66 @@
-# Installs meld into a fresh prefix, then configures, builds and runs the consumer project
-# against it. Invoked by CTest with -DMELD_SOURCE=... -DWORK=... -DGENERATOR=...
+# Installs meld into a fresh prefix, then uses it as a user would:
+#  1. the consumer project through find_package(meld 0.1 CONFIG REQUIRED COMPONENTS ...) (mpi
+#     where this build enables MPI), built and run;
+#  2. a component this installation lacks (cuda) and an unknown one must fail REQUIRED with a
+#     message naming them;
+#  3. the consumer compiled without CMake, with `pkg-config --cflags --libs meld`, and run.
+# Invoked by CTest with -DMELD_SOURCE=... -DWORK=... -DGENERATOR=... -DCXX=... -DMPI=ON|OFF
+# -DPKG_CONFIG=...
+include(${CMAKE_CURRENT_LIST_DIR}/package_test_helpers.cmake)
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
-  endif()
-  message(STATUS "${out}")
-endfunction()
+set(prefix ${WORK}/prefix)
 run(${CMAKE_COMMAND} -S "${MELD_SOURCE}" -B "${WORK}/meld-build" -G "${GENERATOR}"
-    -DMELD_BUILD_TESTS=OFF -DMELD_BUILD_EXAMPLES=OFF -DMELD_BUILD_BENCHMARKS=OFF
-    -DCMAKE_INSTALL_PREFIX=${WORK}/prefix)
+    -DCMAKE_CXX_COMPILER=${CXX} -DMELD_BUILD_TESTS=OFF -DMELD_BUILD_EXAMPLES=OFF
+    -DMELD_BUILD_BENCHMARKS=OFF -DMELD_ENABLE_MPI=${MPI} -DCMAKE_INSTALL_PREFIX=${prefix})
 run(${CMAKE_COMMAND} --install "${WORK}/meld-build")
+foreach(f include/meld/meld.hpp include/meld/version.hpp share/doc/meld/LICENSE
+          lib/cmake/meld/meldConfig.cmake share/pkgconfig/meld.pc)
+  if(NOT EXISTS ${prefix}/${f})
+    message(FATAL_ERROR "the install lacks ${f}")
+  endif()
+endforeach()
+
+# 1. find_package with the components this build has.
+set(components "")
+if(MPI)
+  set(components mpi)
+endif()
 run(${CMAKE_COMMAND} -S "${MELD_SOURCE}/tests/package/consumer" -B "${WORK}/consumer-build"
-    -G "${GENERATOR}" -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_BUILD_TYPE=Release)
+    -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${prefix}
+    -DCMAKE_BUILD_TYPE=Release "-DMELD_COMPONENTS=${components}")
 run(${CMAKE_COMMAND} --build "${WORK}/consumer-build")
 run("${WORK}/consumer-build/consumer")
+if(MPI)
+  run("${WORK}/consumer-build/consumer_mpi")
+endif()
+
+# 2. Components that are not there.
+if(NOT MPI)
+  expect_failure("mpi \\(this meld was built without it: configure meld with -DMELD_ENABLE_MPI=ON\\)"
+    ${CMAKE_COMMAND} -S "${MELD_SOURCE}/tests/package/consumer" -B "${WORK}/missing-build"
+    -G "${GENERATOR}" -DCMAKE_PREFIX_PATH=${prefix} "-DMELD_COMPONENTS=mpi")
+endif()
+expect_failure("cuda \\(this meld was built without it: configure meld with -DMELD_ENABLE_CUDA=ON\\).*nosuch \\(no such component"
+  ${CMAKE_COMMAND} -S "${MELD_SOURCE}/tests/package/consumer" -B "${WORK}/missing-build"
+  -G "${GENERATOR}" -DCMAKE_PREFIX_PATH=${prefix} "-DMELD_COMPONENTS=${components},cuda,nosuch")
+
+# 3. pkg-config, for builds without CMake.
+set(ENV{PKG_CONFIG_PATH} ${prefix}/share/pkgconfig)
+run_output(cflags ${PKG_CONFIG} --cflags meld)
+run_output(libs ${PKG_CONFIG} --libs meld)
+run_output(version ${PKG_CONFIG} --modversion meld)
+file(STRINGS ${MELD_SOURCE}/include/meld/version.hpp lines REGEX "^#define MELD_VERSION_[A-Z]+ [0-9]+$")
+string(REGEX REPLACE "[^;]*MELD_VERSION_[A-Z]+ ([0-9]+)" "\\1" header_version "${lines}")
+string(REPLACE ";" "." header_version "${header_version}")
+if(NOT version STREQUAL header_version)
+  message(FATAL_ERROR "meld.pc says version ${version}, version.hpp says ${header_version}")
+endif()
+if(NOT cflags MATCHES "-I${prefix}/share/pkgconfig/../../include")
+  message(FATAL_ERROR "pkg-config --cflags meld does not point into the prefix: ${cflags}")
+endif()
+separate_arguments(cflags UNIX_COMMAND "${cflags}")
+separate_arguments(libs UNIX_COMMAND "${libs}")
+run(${CXX} -std=c++20 -O1 ${cflags} ${MELD_SOURCE}/tests/package/consumer/main.cpp
+    -o ${WORK}/pkgconfig-consumer ${libs})
+run(${WORK}/pkgconfig-consumer)

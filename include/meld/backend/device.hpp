@@ -6,11 +6,12 @@
 
 namespace meld {
 
-// Makes `device` the current device of Backend for this thread within a scope:
-//   meld::device_guard<meld::sim<>> on(1);   // tensors created here live on sim device 1
+/// Makes `device` the current device of Backend for this thread within a scope:
+///   meld::device_guard<meld::sim<>> on(1);   // tensors created here live on sim device 1
 template <class Backend>
 class device_guard {
  public:
+  /// Makes device current; the previous one is restored by the destructor.
   explicit device_guard(int device) : saved_(memory<Backend>::current_device()) {
     memory<Backend>::set_current_device(device);
   }
@@ -22,7 +23,7 @@ class device_guard {
   int saved_;
 };
 
-// The number of devices of a backend that this process can use.
+/// The number of devices of a backend that this process can use.
 template <class Backend>
 int device_count() {
   return memory<Backend>::device_count();

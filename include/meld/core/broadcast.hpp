@@ -5,7 +5,7 @@
 
 namespace meld {
 
-// The shape that a and b broadcast to; throws shape_error naming `what` and both shapes.
+/// The shape that a and b broadcast to; throws shape_error naming `what` and both shapes.
 inline shape_t broadcast_shapes(const shape_t& a, const shape_t& b, const char* what) {
   if (a == b) return a;  // the common case
   const int rank = std::max(a.size(), b.size());
@@ -21,7 +21,7 @@ inline shape_t broadcast_shapes(const shape_t& a, const shape_t& b, const char* 
   return out;
 }
 
-// True when `from` broadcasts to exactly `to` (numpy's broadcast_to rule).
+/// True when `from` broadcasts to exactly `to` (numpy's broadcast_to rule).
 inline bool broadcasts_to(const shape_t& from, const shape_t& to) {
   if (from.size() > to.size()) return false;
   for (int i = 0; i < from.size(); ++i) {
@@ -31,8 +31,8 @@ inline bool broadcasts_to(const shape_t& from, const shape_t& to) {
   return true;
 }
 
-// The strides with which an operand of (shape, strides) is read when broadcast to `to`:
-// missing leading axes and stretched axes get stride 0. Requires broadcasts_to(shape, to).
+/// The strides with which an operand of (shape, strides) is read when broadcast to `to`:
+/// missing leading axes and stretched axes get stride 0. Requires broadcasts_to(shape, to).
 inline strides_t broadcast_strides(const shape_t& shape, const strides_t& strides,
                                    const shape_t& to) {
   strides_t out = dims::filled(to.size(), 0);

@@ -22,15 +22,15 @@
 
 namespace meld {
 
-// Signed, so that strides can be negative (reversed slices) and index arithmetic never wraps.
+/// Signed, so that strides can be negative (reversed slices) and index arithmetic never wraps.
 using index_t = std::int64_t;
 
-// Tensors have rank 0..max_rank. Shapes and strides live in fixed-size arrays of this capacity,
-// which keeps them allocation-free and trivially copyable to a GPU.
+/// Tensors have rank 0..max_rank. Shapes and strides live in fixed-size arrays of this capacity,
+/// which keeps them allocation-free and trivially copyable to a GPU.
 inline constexpr int max_rank = 8;
 
-// Owning storage is aligned to a cache line; also the unit that parallel chunks are aligned to,
-// so that two threads never write into one line.
+/// Owning storage is aligned to a cache line; also the unit that parallel chunks are aligned to,
+/// so that two threads never write into one line.
 inline constexpr std::size_t cache_line = 64;
 
 }  // namespace meld

@@ -22,6 +22,7 @@ concept element_type = is_element_type<std::remove_const_t<T>>::value;
 template <class S>
 concept scalar_type = std::is_arithmetic_v<std::remove_cvref_t<S>>;
 
+/// The name of element type T in messages ("float", "int64", ...).
 template <class T>
 constexpr const char* type_name() {
   if constexpr (std::is_same_v<T, float>)
@@ -38,8 +39,8 @@ constexpr const char* type_name() {
     return "unknown";
 }
 
-// A stable number per element type for what leaves the process: checkpoint files and the call
-// descriptions that ranks exchange. 0 is never a valid code; the numbers never change.
+/// A stable number per element type for what leaves the process: checkpoint files and the call
+/// descriptions that ranks exchange. 0 is never a valid code; the numbers never change.
 template <class T>
 constexpr std::uint8_t element_code() {
   if constexpr (std::is_same_v<T, float>)
@@ -56,6 +57,7 @@ constexpr std::uint8_t element_code() {
     return 0;
 }
 
+/// The name of an element code (as element_code gives), "?" for an unknown one.
 constexpr const char* element_code_name(std::uint32_t code) {
   switch (code) {
     case 1:
@@ -73,7 +75,7 @@ constexpr const char* element_code_name(std::uint32_t code) {
   }
 }
 
-// Bytes per element of a code (0 for an unknown code).
+/// Bytes per element of a code (0 for an unknown code).
 constexpr std::size_t element_code_size(std::uint32_t code) {
   switch (code) {
     case 1:
@@ -89,9 +91,9 @@ constexpr std::size_t element_code_size(std::uint32_t code) {
   }
 }
 
-// A scalar combined with an expression of element type T is "weak", as in numpy: it takes T's type
-// (2.0 * float tensor stays float, 2 * int32 tensor stays int32), except that a floating scalar
-// with an integer expression gives the scalar's floating type (int tensor * 0.5 is not truncated).
+/// A scalar combined with an expression of element type T is "weak", as in numpy: it takes T's type
+/// (2.0 * float tensor stays float, 2 * int32 tensor stays int32), except that a floating scalar
+/// with an integer expression gives the scalar's floating type (int tensor * 0.5 is not truncated).
 template <class T, class S>
 using scalar_promote_t =
     std::conditional_t<std::is_floating_point_v<S> && !std::is_floating_point_v<T>, S,

@@ -21,11 +21,13 @@ class index_error : public std::out_of_range {
   using std::out_of_range::out_of_range;
 };
 
-// Memory that cannot be allocated. Derives from std::bad_alloc so that existing handlers catch it,
-// but carries a message with the size that was asked for.
+/// Memory that cannot be allocated. Derives from std::bad_alloc so that existing handlers catch it,
+/// but carries a message with the size that was asked for.
 class allocation_error : public std::bad_alloc {
  public:
+  /// An error whose what() is the given message.
   explicit allocation_error(std::string what) : what_(std::move(what)) {}
+  /// The message: what could not be allocated, and how much.
   const char* what() const noexcept override { return what_.c_str(); }
 
  private:

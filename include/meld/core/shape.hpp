@@ -12,15 +12,17 @@
 
 namespace meld {
 
-// A list of at most max_rank signed indices: the shape or the strides of a tensor.
-// Trivially copyable and allocation-free, so that expressions can carry it to a GPU kernel.
+/// A list of at most max_rank signed indices: the shape or the strides of a tensor.
+/// Trivially copyable and allocation-free, so that expressions can carry it to a GPU kernel.
 class dims {
  public:
   constexpr dims() = default;
 
+  /// dims{2, 3}. Throws shape_error for more than max_rank entries.
   dims(std::initializer_list<index_t> values) { assign(values.begin(), values.end()); }
 
-  // From any range of integers (std::vector<int>, std::array<std::size_t, N>, ...).
+  /// The entries of any range of integers (std::vector<int>, std::array<std::size_t, N>, ...).
+  /// Throws shape_error for more than max_rank entries.
   template <class Range>
   requires requires(const Range& r) {
     std::begin(r);
@@ -28,45 +30,61 @@ class dims {
   }
   explicit dims(const Range& values) { assign(std::begin(values), std::end(values)); }
 
-  // n copies of value.
+  /// n copies of value.
   static dims filled(int n, index_t value) {
     dims d;
     d.resize(n, value);
     return d;
   }
 
+  /// The number of entries (the rank).
   MELD_HD constexpr int size() const { return rank_; }
+  /// Whether there are no entries (rank 0).
   MELD_HD constexpr bool empty() const { return rank_ == 0; }
+  /// Entry i, in [0, size()); not checked.
   MELD_HD constexpr index_t& operator[](int i) { return v_[i]; }
+  /// Entry i, in [0, size()); not checked.
   MELD_HD constexpr const index_t& operator[](int i) const { return v_[i]; }
+  /// The entries, contiguous.
   MELD_HD constexpr index_t* data() { return v_; }
+  /// The entries, contiguous.
   MELD_HD constexpr const index_t* data() const { return v_; }
+  /// Iteration over the entries.
   MELD_HD constexpr index_t* begin() { return v_; }
+  /// Iteration over the entries.
   MELD_HD constexpr index_t* end() { return v_ + rank_; }
+  /// Iteration over the entries.
   MELD_HD constexpr const index_t* begin() const { return v_; }
+  /// Iteration over the entries.
   MELD_HD constexpr const index_t* end() const { return v_ + rank_; }
+  /// The last entry; size() must not be 0.
   index_t back() const { return v_[rank_ - 1]; }
 
+  /// Appends an entry. Throws shape_error at max_rank entries.
   void push_back(index_t value) {
     check_rank(rank_ + 1, "dims::push_back");
     v_[rank_++] = value;
   }
+  /// Inserts an entry before position pos. Throws shape_error at max_rank entries.
   void insert(int pos, index_t value) {
     check_rank(rank_ + 1, "dims::insert");
     for (int i = rank_; i > pos; --i) v_[i] = v_[i - 1];
     v_[pos] = value;
     ++rank_;
   }
+  /// Removes entry pos.
   void erase(int pos) {
     for (int i = pos; i + 1 < rank_; ++i) v_[i] = v_[i + 1];
     --rank_;
   }
+  /// n entries: the first ones kept, new ones set to value.
   void resize(int n, index_t value = 0) {
     check_rank(n, "dims::resize");
     for (int i = rank_; i < n; ++i) v_[i] = value;
     rank_ = n;
   }
 
+  /// Same rank and entries.
   friend MELD_INLINE bool operator==(const dims& a, const dims& b) {
     if (a.rank_ != b.rank_) return false;
     for (int i = 0; i < a.rank_; ++i)
@@ -74,18 +92,20 @@ class dims {
     return true;
   }
 
-  // Product of the entries (the element count of a shape); 1 for rank 0.
+  /// Product of the entries (the element count of a shape); 1 for rank 0.
   MELD_HD constexpr index_t product() const {
     index_t p = 1;
     for (int i = 0; i < rank_; ++i) p *= v_[i];
     return p;
   }
 
+  /// The entries as text, "{2, 3}".
   std::string str() const {
     std::string s = "{";
     for (int i = 0; i < rank_; ++i) s += (i ? ", " : "") + std::to_string(v_[i]);
     return s + "}";
   }
+  /// Writes str().
   friend std::ostream& operator<<(std::ostream& os, const dims& d) { return os << d.str(); }
 
  private:
@@ -105,11 +125,13 @@ class dims {
   int rank_ = 0;
 };
 
+/// A tensor's shape: its extent along each axis.
 using shape_t = dims;
+/// A tensor's strides: elements between neighbours along each axis (negative for reversed views).
 using strides_t = dims;
 
-// Checks that a shape has no negative extent and that its element count fits in index_t.
-// Returns the element count.
+/// Checks that a shape has no negative extent and that its element count fits in index_t.
+/// Returns the element count.
 inline index_t checked_size(const shape_t& shape, const char* what) {
   index_t n = 1;
   for (index_t d : shape) {
@@ -121,14 +143,14 @@ inline index_t checked_size(const shape_t& shape, const char* what) {
   return n;
 }
 
-// Row-major (C order) strides of a shape, in elements.
+/// Row-major (C order) strides of a shape, in elements.
 inline strides_t row_major_strides(const shape_t& shape) {
   strides_t s = dims::filled(shape.size(), 1);
   for (int i = shape.size() - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<index_t>(shape[i + 1], 1);
   return s;
 }
 
-// Maps a possibly negative axis (Python style: -1 is the last) into [0, rank).
+/// Maps a possibly negative axis (Python style: -1 is the last) into [0, rank).
 inline int normalize_axis(long axis, int rank, const char* what) {
   if (axis < -rank || axis >= rank)
     throw shape_error(

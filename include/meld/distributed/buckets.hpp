@@ -15,12 +15,16 @@
 
 namespace meld {
 
+/// A group of parameter gradients that travel in one allreduce, packed one after the other.
 struct gradient_bucket {
-  std::vector<int> params;       // indices in visit order, in packing order
-  std::vector<index_t> offsets;  // element offset of each parameter in the bucket
-  index_t size = 0;              // elements
+  std::vector<int> params;       ///< indices in visit order, in packing order
+  std::vector<index_t> offsets;  ///< element offset of each parameter in the bucket
+  index_t size = 0;              ///< elements
 };
 
+/// Groups parameters of the given element counts into buckets of at most cap_bytes (a parameter
+/// larger than the cap gets a bucket of its own), in reverse order (the order backward makes their
+/// gradients final). A pure function of its arguments, so every rank gets the same buckets.
 inline std::vector<gradient_bucket> make_buckets(std::span<const index_t> sizes,
                                                  std::size_t elem_bytes, std::size_t cap_bytes) {
   std::vector<gradient_bucket> buckets;

@@ -20,25 +20,30 @@
 
 namespace meld {
 
-// Where a communicator's collectives read and write.
+/// Where a communicator's collectives read and write.
 enum class comm_memory : std::uint8_t { host, device };
 
-// What a collective moves: size() contiguous elements at data(), in the memory of the
-// communicator that takes it (a device pointer for a device communicator: never read it on the
-// host). Communicators implement their collectives on comm_buffers (see collectives.hpp).
+/// What a collective moves: size() contiguous elements at data(), in the memory of the
+/// communicator that takes it (a device pointer for a device communicator: never read it on the
+/// host). Communicators implement their collectives on comm_buffers (see collectives.hpp).
 template <class T>
 class comm_buffer {
  public:
+  /// The element type.
   using element_type = T;
 
+  /// size elements at data.
   constexpr comm_buffer(T* data, std::size_t size) noexcept : data_(data), size_(size) {}
   // A buffer of const elements from one of mutable elements.
+  /// A buffer of const elements from one of mutable elements.
   template <class U>
   requires(std::is_same_v<const U, T> &&
            !std::is_same_v<U, T>) constexpr comm_buffer(const comm_buffer<U>& b) noexcept
       : data_(b.data()), size_(b.size()) {}
 
+  /// The first element.
   constexpr T* data() const noexcept { return data_; }
+  /// The number of elements.
   constexpr std::size_t size() const noexcept { return size_; }
 
  private:

@@ -34,52 +34,62 @@
 
 namespace meld {
 
+/// The collective operations every communicator offers, written once over the communicator's own
+/// operations (CRTP: thread_comm, mpi_comm and nccl_comm derive from it). Each takes contiguous
+/// buffers (tensors, spans, comm_buffer) of the same element type on every rank and throws
+/// comm_error on a timeout, a mismatch (debug mode) or an abort; the _async forms return a request
+/// whose wait() finishes the operation and throws those errors.
 template <class Comm, comm_memory Memory = comm_memory::host>
 class collectives {
  public:
-  // Every rank ends with op over all ranks' buf.
+  /// Every rank ends with op over all ranks' buf.
   template <detail::dist::buffer_for<Memory> X>
   void allreduce(X&& buf, reduce_op op = reduce_op::sum) {
     allreduce_async_impl(buf, op, false).wait();
   }
+  /// allreduce(), started; returns a request to wait() on.
   template <detail::dist::buffer_for<Memory> X>
   auto allreduce_async(X&& buf, reduce_op op = reduce_op::sum) {
     return allreduce_async_impl(buf, op, true);
   }
 
-  // Every rank ends with root's buf.
+  /// Every rank ends with root's buf.
   template <detail::dist::buffer_for<Memory> X>
   void broadcast(X&& buf, int root) {
     broadcast_async_impl(buf, root, false).wait();
   }
+  /// broadcast(), started; returns a request to wait() on.
   template <detail::dist::buffer_for<Memory> X>
   auto broadcast_async(X&& buf, int root) {
     return broadcast_async_impl(buf, root, true);
   }
 
-  // in has size() * out.size() elements; rank r gets op over all ranks of in[r m, (r + 1) m) in
-  // out (m = out.size()).
+  /// in has size() * out.size() elements; rank r gets op over all ranks of in[r m, (r + 1) m) in
+  /// out (m = out.size()).
   template <detail::dist::buffer_for<Memory> In, detail::dist::buffer_for<Memory> Out>
   void reduce_scatter(In&& in, Out&& out, reduce_op op = reduce_op::sum) {
     reduce_scatter_async_impl(in, out, op, false).wait();
   }
+  /// reduce_scatter(), started; returns a request to wait() on.
   template <detail::dist::buffer_for<Memory> In, detail::dist::buffer_for<Memory> Out>
   auto reduce_scatter_async(In&& in, Out&& out, reduce_op op = reduce_op::sum) {
     return reduce_scatter_async_impl(in, out, op, true);
   }
 
-  // out has size() * in.size() elements; out[r m, (r + 1) m) = rank r's in (m = in.size()).
+  /// out has size() * in.size() elements; out[r m, (r + 1) m) = rank r's in (m = in.size()).
   template <detail::dist::buffer_for<Memory> In, detail::dist::buffer_for<Memory> Out>
   void allgather(In&& in, Out&& out) {
     allgather_async_impl(in, out, false).wait();
   }
+  /// allgather(), started; returns a request to wait() on.
   template <detail::dist::buffer_for<Memory> In, detail::dist::buffer_for<Memory> Out>
   auto allgather_async(In&& in, Out&& out) {
     return allgather_async_impl(in, out, true);
   }
 
-  // Returns when every rank has entered it.
+  /// Returns when every rank has entered it.
   void barrier() { self().barrier_impl(false).wait(); }
+  /// barrier(), started; returns a request to wait() on.
   auto barrier_async() { return self().barrier_impl(true); }
 
  private:

@@ -8,17 +8,23 @@
 
 namespace meld {
 
+/// A collective that failed: a rank that did not arrive in time, ranks that called different
+/// collectives, an aborted group or an error of MPI or NCCL. The message names the ranks and the
+/// call; why() tells which kind.
 class comm_error : public std::runtime_error {
  public:
+  /// Why a collective failed.
   enum class reason {
-    timeout,   // a peer did not arrive or did not make progress within the timeout
-    mismatch,  // ranks called different collectives (debug mode)
-    aborted,   // another rank (or the user) aborted the group; the message says why
-    backend,   // MPI or NCCL reported an error
+    timeout,   ///< a peer did not arrive or did not make progress within the timeout
+    mismatch,  ///< ranks called different collectives (debug mode)
+    aborted,   ///< another rank (or the user) aborted the group; the message says why
+    backend,   ///< MPI or NCCL reported an error
   };
 
+  /// An error of kind why with the message what.
   comm_error(reason why, const std::string& what) : std::runtime_error(what), why_(why) {}
 
+  /// The kind of failure.
   reason why() const noexcept { return why_; }
 
  private:

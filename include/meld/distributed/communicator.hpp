@@ -38,8 +38,10 @@
 
 namespace meld {
 
+/// How allreduce and reduce_scatter combine the ranks' elements.
 enum class reduce_op : std::uint8_t { sum, max, min };
 
+/// The kinds of collective (in debug descriptions and error messages).
 enum class collective_kind : std::uint8_t {
   allreduce,
   broadcast,
@@ -48,6 +50,7 @@ enum class collective_kind : std::uint8_t {
   barrier
 };
 
+/// "sum", "max" or "min".
 inline const char* name_of(reduce_op op) {
   switch (op) {
     case reduce_op::sum:
@@ -60,6 +63,7 @@ inline const char* name_of(reduce_op op) {
   return "?";
 }
 
+/// The collective's name, "allreduce", "broadcast", ...
 inline const char* name_of(collective_kind k) {
   switch (k) {
     case collective_kind::allreduce:
@@ -76,16 +80,16 @@ inline const char* name_of(collective_kind k) {
   return "?";
 }
 
-// Settings every backend takes. Zero / unset fields take the backend's default.
+/// Settings every backend takes. Zero / unset fields take the backend's default.
 struct comm_options {
-  // How long a collective waits for a peer that makes no progress before it throws comm_error.
-  // Default: MELD_COMM_TIMEOUT (seconds) from the environment, else 60 s for threads and 10 min
-  // for MPI and NCCL.
+  /// How long a collective waits for a peer that makes no progress before it throws comm_error.
+  /// Default: MELD_COMM_TIMEOUT (seconds) from the environment, else 60 s for threads and 10 min
+  /// for MPI and NCCL.
   std::chrono::milliseconds timeout{0};
-  // Exchange and compare every collective's description before moving data. Default:
-  // MELD_COMM_DEBUG=1 in the environment.
+  /// Exchange and compare every collective's description before moving data. Default:
+  /// MELD_COMM_DEBUG=1 in the environment.
   std::optional<bool> debug;
-  // Pipelining granularity of the ring algorithms (bytes). Default: the backend's.
+  /// Pipelining granularity of the ring algorithms (bytes). Default: the backend's.
   std::size_t slice_bytes = 0;
 };
 

@@ -86,31 +86,43 @@
 
 namespace meld {
 
+/// Settings of data_parallel.
 struct data_parallel_options {
-  std::size_t bucket_bytes = std::size_t(25) << 20;  // gradient bucket cap
-  bool broadcast_buffers = false;  // copy rank 0's buffers to every rank at each window start
+  std::size_t bucket_bytes = std::size_t(25) << 20;  ///< gradient bucket cap
+  bool broadcast_buffers = false;  ///< copy rank 0's buffers to every rank at each window start
 };
 
-// Where the time of the last step went, on the first local worker.
+/// Where the time of the last step went, on the first local worker.
 struct step_timing {
-  double total_s = 0;      // the whole step
-  double forward_s = 0;    // forward and loss
-  double backward_s = 0;   // backward (with the bucket packing and launches inside it)
-  double comm_wait_s = 0;  // blocked after backward, waiting for the allreduces to finish
+  double total_s = 0;      ///< the whole step
+  double forward_s = 0;    ///< forward and loss
+  double backward_s = 0;   ///< backward (with the bucket packing and launches inside it)
+  double comm_wait_s = 0;  ///< blocked after backward, waiting for the allreduces to finish
+  /// Gradient buckets allreduced in the step.
   int buckets = 0;
-  int buckets_during_backward = 0;  // launched before backward returned (overlapped)
+  int buckets_during_backward = 0;  ///< launched before backward returned (overlapped)
 };
 
+/// Data-parallel training of a model over the ranks of a communicator: each step() splits the
+/// minibatch over the workers, runs forward and backward on each, and averages the gradients with
+/// bucketed allreduces that overlap backward, so that every replica holds the same parameters.
+/// Throws comm_error when a collective fails and std::invalid_argument for models whose parameter
+/// layouts differ between ranks.
 template <nn::model Model, communicator Comm>
 class data_parallel {
  public:
+  /// The model type.
   using model_type = Model;
+  /// The communicator type.
   using comm_type = Comm;
+  /// The model's element type.
   using value_type = typename Model::value_type;
+  /// The model's backend.
   using backend_type = typename Model::backend_type;
+  /// The tensors the model takes and returns.
   using tensor_type = tensor<value_type, backend_type>;
 
-  // Process mode: this process is rank comm.rank() of comm.size().
+  /// Process mode: this process is rank comm.rank() of comm.size().
   data_parallel(Model& model, Comm& comm, const data_parallel_options& options = {})
       : options_(options), threads_mode_(false) {
     auto w = std::make_unique<worker>();
@@ -120,7 +132,7 @@ class data_parallel {
     setup();
   }
 
-  // Threads mode: group.size() workers in this process; rank 0 trains `model`.
+  /// Threads mode: group.size() workers in this process; rank 0 trains `model`.
   data_parallel(Model& model, thread_group& group,
                 const data_parallel_options& options = {}) requires std::same_as<Comm, thread_comm>
       : options_(options), threads_mode_(true) {
@@ -144,9 +156,9 @@ class data_parallel {
 
   // ---- training ---------------------------------------------------------------------------------
 
-  // One step on the global minibatch (axis 0 is the batch; every rank passes the same one in
-  // process mode). Returns the mean loss over the minibatch (inside no_sync: over this process's
-  // shards).
+  /// One step on the global minibatch (axis 0 is the batch; every rank passes the same one in
+  /// process mode). Returns the mean loss over the minibatch (inside no_sync: over this process's
+  /// shards).
   template <class Targets, class Loss>
   double step(const tensor_type& inputs, const Targets& targets, const Loss& loss) {
     const index_t n = check_batch(inputs, targets, "step");
@@ -164,8 +176,8 @@ class data_parallel {
     });
   }
 
-  // Process mode: one step on this rank's own shard (any number of rows, 0 included; the shards
-  // of different ranks may differ in size).
+  /// Process mode: one step on this rank's own shard (any number of rows, 0 included; the shards
+  /// of different ranks may differ in size).
   template <class Targets, class Loss>
   double step_local(const tensor_type& inputs, const Targets& targets, const Loss& loss) {
     if (threads_mode_)
@@ -177,9 +189,9 @@ class data_parallel {
     });
   }
 
-  // Process mode, after this rank's last batch: takes part in the other ranks' remaining steps
-  // with no samples, calling after_each_step() after each (pass the optimizer step, so that this
-  // replica stays identical to the others), until every rank has joined.
+  /// Process mode, after this rank's last batch: takes part in the other ranks' remaining steps
+  /// with no samples, calling after_each_step() after each (pass the optimizer step, so that this
+  /// replica stays identical to the others), until every rank has joined.
   template <class F>
   void join(F&& after_each_step) {
     if (threads_mode_) return;  // every worker takes part in every step() already
@@ -197,14 +209,17 @@ class data_parallel {
       after_each_step();
     }
   }
+  /// join() with nothing to do after each step.
   void join() {
     join([] {});
   }
 
-  // Inside the guard's lifetime, steps accumulate gradients without communicating.
+  /// Inside the guard's lifetime, steps accumulate gradients without communicating.
   class no_sync_guard {
    public:
+    /// Starts skipping gradient communication on dp.
     explicit no_sync_guard(data_parallel& dp) : dp_(&dp), was_(dp.no_sync_) { dp.no_sync_ = true; }
+    /// Moves the guard (the moved-from one restores nothing).
     no_sync_guard(no_sync_guard&& o) noexcept : dp_(std::exchange(o.dp_, nullptr)), was_(o.was_) {}
     no_sync_guard(const no_sync_guard&) = delete;
     no_sync_guard& operator=(const no_sync_guard&) = delete;
@@ -217,33 +232,42 @@ class data_parallel {
     data_parallel* dp_;
     bool was_;
   };
+  /// A guard: steps in its lifetime accumulate gradients; the next step after it averages them all.
   [[nodiscard]] no_sync_guard no_sync() { return no_sync_guard(*this); }
 
   // ---- the model --------------------------------------------------------------------------------
 
-  // The model this process trains (rank 0's in threads mode): give it to the optimizer.
+  /// The model this process trains (rank 0's in threads mode): give it to the optimizer.
   Model& model() { return *workers_[0]->model; }
-  // Local replica i (threads mode: rank i; process mode: only 0).
+  /// Local replica i (threads mode: rank i; process mode: only 0).
   Model& replica(int i) { return *workers_.at(static_cast<std::size_t>(i))->model; }
+  /// The number of workers in this process (threads mode: every rank; process mode: 1).
   int local_workers() const { return static_cast<int>(workers_.size()); }
+  /// The number of ranks in all.
   int world_size() const { return workers_[0]->comm->size(); }
+  /// This process's rank (0 in threads mode).
   int rank() const { return workers_[0]->comm->rank(); }
+  /// The gradient buckets, in the order they are allreduced (the same on every rank).
   const std::vector<gradient_bucket>& buckets() const { return plan_.buckets; }
+  /// Where the time of the last step went.
   const step_timing& last_timing() const { return timing_; }
 
-  // The model-like operations an optimizer or checkpoint uses act on model(); train() and
-  // zero_grad() act on every local replica.
+  /// The model-like operations an optimizer or checkpoint uses act on model(); train() and
+  /// zero_grad() act on every local replica.
   template <class F>
   void visit_parameters(F&& f) {
     model().visit_parameters(std::forward<F>(f));
   }
+  /// Visits model()'s buffers.
   template <class F>
   void visit_buffers(F&& f) {
     model().visit_buffers(std::forward<F>(f));
   }
+  /// Sets training or evaluation mode on every local replica.
   void train(bool on) {
     for (auto& w : workers_) w->model->train(on);
   }
+  /// Zeroes the gradients of every local replica.
   void zero_grad() {
     for (auto& w : workers_) w->model->zero_grad();
   }
@@ -500,12 +524,16 @@ class data_parallel {
   step_timing timing_;
 };
 
+/// Deduces data_parallel<Model, Comm> from data_parallel(model, comm).
 template <class Model, class Comm>
 data_parallel(Model&, Comm&) -> data_parallel<Model, Comm>;
+/// Deduces data_parallel<Model, Comm> from data_parallel(model, comm, options).
 template <class Model, class Comm>
 data_parallel(Model&, Comm&, const data_parallel_options&) -> data_parallel<Model, Comm>;
+/// Deduces data_parallel<Model, thread_comm> from data_parallel(model, group).
 template <class Model>
 data_parallel(Model&, thread_group&) -> data_parallel<Model, thread_comm>;
+/// Deduces data_parallel<Model, thread_comm> from data_parallel(model, group, options).
 template <class Model>
 data_parallel(Model&, thread_group&, const data_parallel_options&)
     -> data_parallel<Model, thread_comm>;

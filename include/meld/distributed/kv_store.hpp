@@ -35,19 +35,25 @@
 
 namespace meld {
 
+/// A parameter server sharded over the ranks of a communicator: each key's value is split into
+/// comm.size() shards, rank r keeping shard r. push() aggregates the ranks' pushes (a
+/// reduce-scatter) and applies the update rule to each shard where it lives; pull() gathers the
+/// value (an allgather). Every rank calls init, push and pull for the same keys in the same order
+/// (they are collectives).
 template <class T, communicator Comm>
 class kv_store {
  public:
-  // update(key, offset, aggregated gradient shard, stored value shard)
+  /// update(key, offset, aggregated gradient shard, stored value shard)
   using update_rule =
       std::function<void(int key, index_t offset, std::span<const T> grad, std::span<T> value)>;
 
-  // The default rule stores the sum of the pushes (value = aggregated push).
+  /// The default rule stores the sum of the pushes (value = aggregated push).
   explicit kv_store(Comm& comm, update_rule rule = {}) : comm_(comm), rule_(std::move(rule)) {}
 
+  /// The number of servers (ranks) the values are sharded over.
   int servers() const { return comm_.size(); }
 
-  // Creates `key` with rank 0's value (collective).
+  /// Creates `key` with rank 0's value (collective).
   void init(int key, std::span<const T> value) {
     if (entries_.count(key))
       throw std::invalid_argument(detail::cat("kv_store::init: key ", key, " exists"));
@@ -63,8 +69,8 @@ class kv_store {
     entries_.emplace(key, std::move(e));
   }
 
-  // Pushes this rank's contribution to `key` (collective): the server of each shard sums the
-  // contributions of every rank and applies the update rule to its shard.
+  /// Pushes this rank's contribution to `key` (collective): the server of each shard sums the
+  /// contributions of every rank and applies the update rule to its shard.
   void push(int key, std::span<const T> value) {
     entry& e = find(key, "push", value.size());
     std::copy(value.begin(), value.end(), e.staging.begin());
@@ -80,14 +86,14 @@ class kv_store {
       std::copy(grad.begin(), grad.end(), shard.begin());
   }
 
-  // Fetches the current value of `key` (collective).
+  /// Fetches the current value of `key` (collective).
   void pull(int key, std::span<T> out) {
     entry& e = find(key, "pull", out.size());
     comm_.allgather(std::span<const T>(e.shard), std::span<T>(e.staging));
     std::copy(e.staging.begin(), e.staging.begin() + e.size, out.begin());
   }
 
-  // The shard of `key` this rank serves, and where it starts.
+  /// The shard of `key` this rank serves, and where it starts.
   std::span<const T> local_shard(int key) const {
     const entry& e = entries_.at(key);
     const index_t lo = e.block * comm_.rank();

@@ -59,15 +59,21 @@
 
 namespace meld {
 
+/// Settings of mpi_comm.
 struct mpi_comm_options : comm_options {
-  // allreduce with MPI_Iallreduce instead of meld's ring.
+  /// allreduce with MPI_Iallreduce instead of meld's ring.
   bool native_allreduce = false;
 };
 
+/// A communicator over the processes of an MPI communicator (run under mpirun; MPI initialized with
+/// MPI_THREAD_MULTIPLE, e.g. by meld::mpi_session). Collectives are polled against deadlines, so a
+/// rank that never arrives makes the others throw comm_error naming it instead of hanging.
 class mpi_comm : public collectives<mpi_comm> {
  public:
+  /// What the _async collectives return: wait() finishes the operation.
   using request = comm_request;
 
+  /// A communicator over comm (duplicated: meld's traffic never mixes with the caller's).
   explicit mpi_comm(MPI_Comm comm = MPI_COMM_WORLD, const mpi_comm_options& options = {})
       : ep_(comm, detail::dist::resolve(options, std::chrono::minutes(10), std::size_t(1) << 20)),
         native_allreduce_(options.native_allreduce) {}
@@ -75,27 +81,32 @@ class mpi_comm : public collectives<mpi_comm> {
   mpi_comm(const mpi_comm&) = delete;
   mpi_comm& operator=(const mpi_comm&) = delete;
 
+  /// This process's rank.
   int rank() const { return ep_.rank(); }
+  /// The number of ranks.
   int size() const { return ep_.size(); }
+  /// The sequence number the next collective will get.
   std::uint64_t next_sequence() const { return seq_ + 1; }
+  /// How long a collective waits for a peer before it throws comm_error.
   std::chrono::milliseconds timeout() const { return ep_.options().timeout; }
+  /// Whether collectives compare their descriptions across ranks first.
   bool debug() const { return ep_.options().debug; }
-  // The duplicated communicator meld's data moves on.
+  /// The duplicated communicator meld's data moves on.
   MPI_Comm native() const { return ep_.data(); }
 
   // The collectives (allreduce, broadcast, reduce_scatter, allgather, barrier and their _async
   // forms) are collectives<mpi_comm>'s: see collectives.hpp and communicator.hpp.
 
-  // Waits until every asynchronous collective this rank issued has completed.
+  /// Waits until every asynchronous collective this rank issued has completed.
   void drain() { queue_.drain(); }
 
-  // Fails this communicator and tells every peer (their pending collectives throw comm_error
-  // naming this rank and the reason).
+  /// Fails this communicator and tells every peer (their pending collectives throw comm_error
+  /// naming this rank and the reason).
   void abort(const std::string& reason) {
     ep_.fail(comm_error::reason::aborted, detail::cat("rank ", rank(), " aborted: ", reason));
   }
 
-  // Whether this communicator has failed, and why.
+  /// Whether this communicator has failed, and why.
   bool failed() const { return ep_.failed(); }
 
  private:

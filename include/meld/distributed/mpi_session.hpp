@@ -12,10 +12,12 @@
 
 namespace meld {
 
-// Initializes MPI for meld (MPI_Init_thread asking for MPI_THREAD_MULTIPLE) and finalizes it.
-// (Open MPI 4.1's MPI_Finalize returns even when a peer has died, with --enable-recovery.)
+/// Initializes MPI for meld (MPI_Init_thread asking for MPI_THREAD_MULTIPLE) and finalizes it.
+/// (Open MPI 4.1's MPI_Finalize returns even when a peer has died, with --enable-recovery.)
 class mpi_session {
  public:
+  /// Initializes MPI asking for thread support `required` (see provided()); throws comm_error when
+  /// MPI_Init_thread fails. When MPI is already initialized it does nothing and finalizes nothing.
   mpi_session(int& argc, char**& argv, int required = MPI_THREAD_MULTIPLE) {
     init(&argc, &argv, required);
   }
@@ -28,6 +30,7 @@ class mpi_session {
     if (owner_ && !finalized) MPI_Finalize();
   }
 
+  /// The thread support MPI provides.
   int provided() const { return provided_; }
 
  private:

@@ -52,29 +52,35 @@ namespace meld {
 
 class thread_group;
 
+/// One rank of a thread_group: collectives among threads of this process, on shared memory.
 class thread_comm : public collectives<thread_comm> {
  public:
+  /// What the _async collectives return: wait() finishes the operation.
   using request = comm_request;
 
   thread_comm(const thread_comm&) = delete;
   thread_comm& operator=(const thread_comm&) = delete;
 
+  /// This rank.
   int rank() const { return me_.rank(); }
+  /// The number of ranks of the group.
   int size() const { return me_.size(); }
-  // The sequence number the next collective will get.
+  /// The sequence number the next collective will get.
   std::uint64_t next_sequence() const { return seq_ + 1; }
+  /// How long a collective waits for a peer before it throws comm_error.
   std::chrono::milliseconds timeout() const { return me_.options().timeout; }
+  /// Whether collectives compare their descriptions across ranks first.
   bool debug() const { return me_.debug(); }
 
   // The collectives (allreduce, broadcast, reduce_scatter, allgather, barrier and their _async
   // forms) are collectives<thread_comm>'s: see collectives.hpp and communicator.hpp.
 
-  // Waits until every asynchronous collective this rank issued has completed (errors stay with
-  // their requests).
+  /// Waits until every asynchronous collective this rank issued has completed (errors stay with
+  /// their requests).
   void drain() { queue_.drain(); }
 
-  // Fails the whole group: every rank waiting in (or later entering) a collective throws
-  // comm_error naming this rank and the reason.
+  /// Fails the whole group: every rank waiting in (or later entering) a collective throws
+  /// comm_error naming this rank and the reason.
   void abort(const std::string& reason) { me_.abort(reason); }
 
  private:
@@ -137,9 +143,11 @@ class thread_comm : public collectives<thread_comm> {
   detail::dist::progress_queue queue_;  // last: its thread stops before the rest is destroyed
 };
 
-// k ranks of thread_comm in this process.
+/// k ranks of thread_comm in this process.
 class thread_group {
  public:
+  /// A group of `ranks` ranks (1 to 1024) with the given settings; throws std::invalid_argument
+  /// outside that range.
   explicit thread_group(int ranks, const comm_options& options = {}) {
     if (ranks < 1 || ranks > detail::dist::tc_max_ranks)
       throw std::invalid_argument(detail::cat("thread_group: ", ranks, " ranks (expected 1 .. ",
@@ -151,19 +159,22 @@ class thread_group {
   thread_group(const thread_group&) = delete;
   thread_group& operator=(const thread_group&) = delete;
 
+  /// The number of ranks.
   int size() const { return state_->size; }
-  // Rank r's communicator: only one thread at a time may use it.
+  /// Rank r's communicator: only one thread at a time may use it.
   thread_comm& comm(int r) {
     if (r < 0 || r >= size())
       throw std::out_of_range(detail::cat("thread_group::comm: rank ", r, " of ", size()));
     return *comms_[static_cast<std::size_t>(r)];
   }
+  /// How long a collective waits for a peer before it throws comm_error.
   std::chrono::milliseconds timeout() const { return state_->opts.timeout; }
+  /// Whether a rank has aborted the group.
   bool aborted() const { return state_->aborted.load(std::memory_order_acquire); }
 
-  // Runs f(comm(r)) on k threads, one per rank, and returns when all have returned. If one
-  // throws, the group is aborted (so that no rank waits for it) and, once all have returned, the
-  // exception that caused the failure is rethrown (the others are consequences).
+  /// Runs f(comm(r)) on k threads, one per rank, and returns when all have returned. If one
+  /// throws, the group is aborted (so that no rank waits for it) and, once all have returned, the
+  /// exception that caused the failure is rethrown (the others are consequences).
   template <class F>
   void run(F&& f) {
     const int k = size();
@@ -187,8 +198,8 @@ class thread_group {
     rethrow_root_cause(errors);
   }
 
-  // Of the exceptions ranks threw, the one that caused the others: the first that is not a
-  // comm_error reporting an abort by another rank.
+  /// Of the exceptions ranks threw, the one that caused the others: the first that is not a
+  /// comm_error reporting an abort by another rank.
   static void rethrow_root_cause(const std::vector<std::exception_ptr>& errors) {
     std::exception_ptr first;
     for (const auto& e : errors) {

@@ -111,6 +111,7 @@ inline constexpr bool is_scalar_expr<scalar_expr<T>> = true;
 template <class Backend>
 struct executor;
 
+/// The element type of an expression or tensor E.
 template <class E>
 using value_t = typename std::remove_cvref_t<E>::value_type;
 
@@ -125,6 +126,7 @@ struct backend_of<E, std::void_t<typename E::backend_type>> {
 };
 }  // namespace detail
 
+/// The backend of an expression or tensor E (no_backend for scalars).
 template <class E>
 using backend_t = typename detail::backend_of<std::remove_cvref_t<E>>::type;
 

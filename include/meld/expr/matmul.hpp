@@ -76,6 +76,9 @@ class matmul_expr : public expression_tag {
   shape_t shape_;
 };
 
+/// The matrix product of a {m, k} and b {k, n} -> {m, n}; with more axes, a batch of products over
+/// the leading axes (broadcast as numpy's matmul). An expression: evaluated when assigned. Throws
+/// shape_error when the inner extents differ.
 template <class A, class B>
 requires expression<A> && expression<B>
 auto matmul(A&& a, B&& b) {
@@ -84,8 +87,8 @@ auto matmul(A&& a, B&& b) {
   return matmul_expr<decltype(ca), decltype(cb)>(std::move(ca), std::move(cb));
 }
 
-// c = alpha * a b + beta * c. c must have exactly the shape of matmul(a, b); it may not overlap
-// a or b. With beta == 0, c's old values are ignored (NaN included).
+/// c = alpha * a b + beta * c. c must have exactly the shape of matmul(a, b); it may not overlap
+/// a or b. With beta == 0, c's old values are ignored (NaN included).
 template <class T, class A, class B, class C>
 requires expression<A> && expression<B>
 void gemm(T alpha, const A& a, const B& b, T beta, C&& c) {

@@ -60,11 +60,13 @@ MELD_BINARY_OPERATOR(==, equal_to)
 MELD_BINARY_OPERATOR(!=, not_equal_to)
 #undef MELD_BINARY_OPERATOR
 
+/// Elementwise negation.
 template <expression A>
 auto operator-(A&& a) {
   return detail::make_unary<ops::negate>(std::forward<A>(a));
 }
 
+/// Elementwise logical not (1 where the element is zero, else 0).
 template <expression A>
 auto operator!(A&& a) {
   return detail::make_unary<ops::logical_not>(std::forward<A>(a));
@@ -100,18 +102,19 @@ MELD_UNARY_FUNCTION(relu)
 MELD_UNARY_FUNCTION(square)
 #undef MELD_UNARY_FUNCTION
 
+/// Elementwise logical not, as operator!.
 template <expression A>
 auto logical_not(A&& a) {
   return detail::make_unary<ops::logical_not>(std::forward<A>(a));
 }
 
-// Converts each element to To (static_cast semantics).
+/// Converts each element to To (static_cast semantics).
 template <class To, expression A>
 auto cast(A&& a) {
   return detail::make_unary<ops::cast_op<To>>(std::forward<A>(a));
 }
 
-// Elementwise choice: a where cond holds (or is nonzero), else b. Any of a, b may be scalars.
+/// Elementwise choice: a where cond holds (or is nonzero), else b. Any of a, b may be scalars.
 template <expression C, class A, class B>
 requires((expression<A> || scalar_type<A>)&&(expression<B> ||
                                              scalar_type<B>)) auto where(C&& cond, A&& a, B&& b) {

@@ -190,41 +190,44 @@ auto reduce_all(E&& e) {
 // ---- over all elements: return a scalar of the element type -------------------------------------
 // (for the asynchronous policies, a meld::future of it that converts to the scalar on use)
 
-// Sum of every element; float sums are pairwise (see README: relative error about
-// (log2(n / 1024) + 40) * eps * sum(|x|), independent of the thread count).
+/// Sum of every element; float sums are pairwise (see README: relative error about
+/// (log2(n / 1024) + 40) * eps * sum(|x|), independent of the thread count).
 template <expression E>
 auto sum(E&& e) {
   return detail::reduce_all<reducers::sum>(std::forward<E>(e));
 }
+/// Product of every element.
 template <expression E>
 auto prod(E&& e) {
   return detail::reduce_all<reducers::prod>(std::forward<E>(e));
 }
-// max / min of an empty expression throw shape_error.
+/// max / min of an empty expression throw shape_error.
 template <expression E>
 auto max(E&& e) {
   return detail::reduce_all<reducers::max>(std::forward<E>(e));
 }
+/// Minimum of every element (see max).
 template <expression E>
 auto min(E&& e) {
   return detail::reduce_all<reducers::min>(std::forward<E>(e));
 }
-// Arithmetic mean; an integer expression gives double. NaN for an empty expression.
+/// Arithmetic mean; an integer expression gives double. NaN for an empty expression.
 template <expression E>
 auto mean(E&& e) {
   return detail::reduce_all<reducers::mean>(std::forward<E>(e));
 }
-// Flat (row-major) index of the first maximum / minimum.
+/// Flat (row-major) index of the first maximum / minimum.
 template <expression E>
 auto argmax(E&& e) {
   return detail::reduce_all<reducers::argmax>(std::forward<E>(e));
 }
+/// Flat (row-major) index of the first minimum.
 template <expression E>
 auto argmin(E&& e) {
   return detail::reduce_all<reducers::argmin>(std::forward<E>(e));
 }
 
-// sum(a * b): the inner product of two expressions of one shape (broadcasting allowed).
+/// sum(a * b): the inner product of two expressions of one shape (broadcasting allowed).
 template <class A, class B>
 requires expression<A> && expression<B>
 auto dot(A&& a, B&& b) {

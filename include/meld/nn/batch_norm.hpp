@@ -15,16 +15,23 @@
 
 namespace meld::nn {
 
+/// Settings of batch_norm.
 struct batch_norm_options {
+  /// Weight of the newest batch in the running statistics.
   double momentum = 0.1;
+  /// Added to the variance before its square root.
   double eps = 1e-5;
 };
 
+/// Batch normalization over the channels (axis 1) of {batch, channels} or {batch, channels, ...}
+/// inputs: in training mode it normalizes with the batch's statistics and updates the running ones,
+/// in evaluation mode it uses the running ones; then scales by weight() and shifts by bias().
 template <class T = float, class B = cpu<>>
 class batch_norm : public layer_base<T, B> {
  public:
   using typename layer_base<T, B>::tensor_type;
 
+  /// A layer for `channels` channels: weight 1, bias 0, running mean 0 and variance 1.
   explicit batch_norm(index_t channels, batch_norm_options options = {})
       : channels_(channels),
         options_(options),
@@ -44,6 +51,7 @@ class batch_norm : public layer_base<T, B> {
     running_var_ = T(1);
   }
 
+  /// x: {batch, channels, ...} -> the same shape. Throws shape_error for another channel count.
   tensor_type forward(const tensor_type& x) {
     const shape_t s3 = grouped_shape(x.shape());  // {batch, channels, rest}
     const auto x3 = x.reshape(s3);
@@ -76,6 +84,7 @@ class batch_norm : public layer_base<T, B> {
     return y;
   }
 
+  /// The gradient for the last forward's input; accumulates the weight's and bias's gradients.
   tensor_type backward(const tensor_type& grad_output) {
     if (!forwarded_)
       throw std::logic_error(name_ + ": backward called without a forward pass before it");
@@ -99,21 +108,25 @@ class batch_norm : public layer_base<T, B> {
     return dx;
   }
 
+  /// Calls f(name, parameter, gradient) for weight and bias.
   template <class F>
   void visit_parameters(F&& f) {
     f(std::string_view("weight"), gamma_, gamma_grad_);
     f(std::string_view("bias"), beta_, beta_grad_);
   }
+  /// Calls f(name, buffer) for the running mean and variance.
   template <class F>
   void visit_buffers(F&& f) {
     f(std::string_view("running_mean"), running_mean_);
     f(std::string_view("running_var"), running_var_);
   }
+  /// Zeroes the parameters' gradients.
   void zero_grad() {
     gamma_grad_ = T(0);
     beta_grad_ = T(0);
   }
 
+  /// A deep copy (parameters, statistics, gradients, mode); nothing a forward pass saved.
   batch_norm replica() const {
     batch_norm r(channels_, options_);
     r.gamma_ = gamma_;
@@ -126,13 +139,21 @@ class batch_norm : public layer_base<T, B> {
     return r;
   }
 
+  /// The number of channels.
   index_t channels() const { return channels_; }
+  /// The scale, {channels}.
   tensor_type& weight() { return gamma_; }
+  /// The shift, {channels}.
   tensor_type& bias() { return beta_; }
+  /// The gradient of weight(), {channels}.
   tensor_type& weight_grad() { return gamma_grad_; }
+  /// The gradient of bias(), {channels}.
   tensor_type& bias_grad() { return beta_grad_; }
+  /// The running mean, {channels}.
   tensor_type& running_mean() { return running_mean_; }
+  /// The running variance, {channels}.
   tensor_type& running_var() { return running_var_; }
+  /// The layer's name in messages and parameter names.
   const std::string& name() const { return name_; }
 
  private:

@@ -46,6 +46,7 @@
 
 namespace meld::nn {
 
+/// A checkpoint that cannot be saved or loaded; the message names the file and what is wrong.
 class checkpoint_error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -423,6 +424,8 @@ inline void load(const std::filesystem::path& path, std::uint32_t element_type,
 
 }  // namespace detail::ckpt
 
+/// Saves the model's parameters and buffers to path (see the format above). Throws
+/// checkpoint_error when the file cannot be written.
 template <class M>
 void save_checkpoint(const std::filesystem::path& path, M& model) {
   static_assert(require_model<M>(), "meld::nn::save_checkpoint: see the messages above");
@@ -431,6 +434,7 @@ void save_checkpoint(const std::filesystem::path& path, M& model) {
   detail::ckpt::save(path, element_code<typename M::value_type>(), slots);
 }
 
+/// Saves the model's parameters and buffers and the optimizer's state to path.
 template <class M, class O>
 void save_checkpoint(const std::filesystem::path& path, M& model, O& optimizer) {
   static_assert(require_model<M>(), "meld::nn::save_checkpoint: see the messages above");
@@ -443,7 +447,7 @@ void save_checkpoint(const std::filesystem::path& path, M& model, O& optimizer) 
   detail::ckpt::save(path, element_code<typename M::value_type>(), slots);
 }
 
-// Loads parameters and buffers; optimizer state in the file is ignored.
+/// Loads parameters and buffers; optimizer state in the file is ignored.
 template <class M>
 void load_checkpoint(const std::filesystem::path& path, M& model) {
   static_assert(require_model<M>(), "meld::nn::load_checkpoint: see the messages above");
@@ -452,7 +456,7 @@ void load_checkpoint(const std::filesystem::path& path, M& model) {
   detail::ckpt::load(path, element_code<typename M::value_type>(), slots, false);
 }
 
-// Loads parameters, buffers and the optimizer's state (all or nothing).
+/// Loads parameters, buffers and the optimizer's state (all or nothing).
 template <class M, class O>
 void load_checkpoint(const std::filesystem::path& path, M& model, O& optimizer) {
   static_assert(require_model<M>(), "meld::nn::load_checkpoint: see the messages above");

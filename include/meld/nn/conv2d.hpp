@@ -22,18 +22,23 @@
 
 namespace meld::nn {
 
+/// Settings of conv2d.
 struct conv2d_options {
-  // (padding before stride: g++ 12.2 at -O2 with AVX-512 (-march=native on a Xeon) miscompiles
-  // a stack constant of the form {a, a, 0, 0}, which stride 1 then padding 0 would be; see
-  // tests/nn/test_conv_pool.cpp.)
+  /// (padding before stride: g++ 12.2 at -O2 with AVX-512 (-march=native on a Xeon) miscompiles
+  /// a stack constant of the form {a, a, 0, 0}, which stride 1 then padding 0 would be; see
+  /// tests/nn/test_conv_pool.cpp.)
   size2 padding = 0;
+  /// Steps of the kernel over the rows and columns.
   size2 stride = 1;
+  /// Whether the layer adds a bias per output channel.
   bool bias = true;
-  // The weight is drawn with PyTorch's default, U(+-1 / sqrt(in kh kw)), from this seed; the
-  // bias starts at 0. To initialize a whole model from one seed, use nn::initialize.
+  /// The weight is drawn with PyTorch's default, U(+-1 / sqrt(in kh kw)), from this seed; the
+  /// bias starts at 0. To initialize a whole model from one seed, use nn::initialize.
   std::uint64_t seed = 0;
 };
 
+/// A 2-D convolution (cross-correlation, as in PyTorch) of {batch, in_channels, h, w} inputs with
+/// out_channels kernels of size kernel, computed as im2col plus a matrix product.
 template <class T = float, class B = cpu<>>
 class conv2d : public weighted_layer<T, B> {
   using base = weighted_layer<T, B>;
@@ -41,9 +46,11 @@ class conv2d : public weighted_layer<T, B> {
  public:
   using typename base::tensor_type;
 
-  // Columns of at most this many elements are built at a time.
+  /// Columns of at most this many elements are built at a time.
   static constexpr index_t column_budget = index_t(1) << 20;
 
+  /// weight {out_channels, in_channels, kh, kw}, bias {out_channels}. Throws std::invalid_argument
+  /// for channel counts below 1 and an invalid kernel, stride or padding.
   conv2d(index_t in_channels, index_t out_channels, size2 kernel, conv2d_options options = {})
       : base(detail::cat("conv2d(", in_channels, " -> ", out_channels, ", kernel ", kernel.h, "x",
                          kernel.w, ", stride ", options.stride.h, "x", options.stride.w,
@@ -60,7 +67,7 @@ class conv2d : public weighted_layer<T, B> {
     kaiming_uniform{1 / std::sqrt(3.0)}(this->weight_, gen);
   }
 
-  // x: {batch, in, h, w} -> {batch, out, oh, ow}.
+  /// x: {batch, in, h, w} -> {batch, out, oh, ow}.
   tensor_type forward(const tensor_type& x) {
     detail::expect_image_batch(this->name_, x.shape(), in_);
     const detail::planes p = geometry(x.shape());
@@ -84,10 +91,11 @@ class conv2d : public weighted_layer<T, B> {
     return y;
   }
 
+  /// The gradient for the last forward's input; accumulates the parameters' gradients.
   tensor_type backward(const tensor_type& grad_output) { return backward(grad_output, true); }
 
-  // With input_gradient false, only the parameters' gradients are computed and an empty tensor
-  // is returned.
+  /// With input_gradient false, only the parameters' gradients are computed and an empty tensor
+  /// is returned.
   tensor_type backward(const tensor_type& grad_output, bool input_gradient) {
     const auto& x = input_.get(this->name_);
     const detail::planes p = geometry(x.shape());
@@ -116,6 +124,7 @@ class conv2d : public weighted_layer<T, B> {
     return dx;
   }
 
+  /// A deep copy: parameters, gradients and mode (never what forward saved).
   conv2d replica() const {
     conv2d r(in_, out_, geometry_.kernel,
              {.padding = geometry_.padding, .stride = geometry_.stride, .bias = this->has_bias_});
@@ -123,10 +132,15 @@ class conv2d : public weighted_layer<T, B> {
     return r;
   }
 
+  /// Input channels.
   index_t in_channels() const { return in_; }
+  /// Output channels.
   index_t out_channels() const { return out_; }
+  /// Kernel rows and columns.
   size2 kernel() const { return geometry_.kernel; }
+  /// Stride over rows and columns.
   size2 stride() const { return geometry_.stride; }
+  /// Padding of rows and columns.
   size2 padding() const { return geometry_.padding; }
 
  private:

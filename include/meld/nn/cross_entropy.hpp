@@ -18,10 +18,12 @@
 
 namespace meld::nn {
 
+/// Softmax followed by cross-entropy, fused and stable (log-sum-exp): logits {batch, classes},
+/// targets {batch} class indices. nn::cross_entropy is an instance.
 struct softmax_cross_entropy {
-  // Returns the mean loss over the batch; writes its gradient w.r.t. the logits into grad
-  // (resized to the logits' shape). Throws shape_error for mismatched shapes and
-  // std::out_of_range for a class index outside [0, classes).
+  /// Returns the mean loss over the batch; writes its gradient w.r.t. the logits into grad
+  /// (resized to the logits' shape). Throws shape_error for mismatched shapes and
+  /// std::out_of_range for a class index outside [0, classes).
   template <class T, class B>
   double operator()(const tensor<T, B>& logits, const tensor<std::int64_t, B>& targets,
                     tensor<T, B>& grad) const {
@@ -34,7 +36,7 @@ struct softmax_cross_entropy {
     return loss;
   }
 
-  // The mean loss alone (evaluation).
+  /// The mean loss alone (evaluation).
   template <class T, class B>
   double operator()(const tensor<T, B>& logits, const tensor<std::int64_t, B>& targets) const {
     const index_t n = check(logits.shape(), targets);
@@ -44,7 +46,7 @@ struct softmax_cross_entropy {
                                static_cast<T>(n));
   }
 
-  // logsumexp along axis 1, kept as {batch, 1}.
+  /// logsumexp along axis 1, kept as {batch, 1}.
   template <class T, class B>
   static tensor<T, B> log_sum_exp(const tensor<T, B>& logits) {
     const tensor<T, B> m = meld::max(logits, 1, true);
@@ -78,10 +80,10 @@ struct softmax_cross_entropy {
   }
 };
 
-// The loss object: `double loss = nn::cross_entropy(logits, targets, grad);`.
+/// The loss object: `double loss = nn::cross_entropy(logits, targets, grad);`.
 inline constexpr softmax_cross_entropy cross_entropy{};
 
-// How many rows of `logits` have their largest value at the target class.
+/// How many rows of `logits` have their largest value at the target class.
 template <class T, class B>
 std::int64_t correct_predictions(const tensor<T, B>& logits,
                                  const tensor<std::int64_t, B>& targets) {

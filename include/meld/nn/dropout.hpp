@@ -13,17 +13,21 @@
 
 namespace meld::nn {
 
+/// Dropout: in training mode zeroes each element with probability p and scales the rest by
+/// 1 / (1 - p); in evaluation mode passes the input through. Seeded, so runs repeat.
 template <class T = float, class B = cpu<>>
 class dropout : public stateless_layer<T, B> {
  public:
   using typename layer_base<T, B>::tensor_type;
 
+  /// Throws std::invalid_argument unless 0 <= p < 1.
   explicit dropout(double p, std::uint64_t seed = 0)
       : p_(p), gen_(seed), name_(detail::cat("dropout(", p, ")")) {
     if (!(p >= 0 && p < 1))
       throw std::invalid_argument(detail::cat("dropout: probability ", p, " is not in [0, 1)"));
   }
 
+  /// x of any shape -> the same shape.
   tensor_type forward(const tensor_type& x) {
     forwarded_ = true;
     if (!this->training_ || p_ == 0) {
@@ -38,6 +42,7 @@ class dropout : public stateless_layer<T, B> {
     return y;
   }
 
+  /// grad_output times the last forward's mask (and scale).
   tensor_type backward(const tensor_type& grad_output) {
     if (!forwarded_)
       throw std::logic_error(name_ + ": backward called without a forward pass before it");
@@ -48,11 +53,12 @@ class dropout : public stateless_layer<T, B> {
     return where(u >= p, grad_output * scale, T(0));
   }
 
-  // Restarts the mask stream (e.g. to give data-parallel replicas different masks).
+  /// Restarts the mask stream (e.g. to give data-parallel replicas different masks).
   void seed(std::uint64_t s) { gen_ = rng(s); }
+  /// The probability p of dropping an element.
   double probability() const { return p_; }
 
-  // The replica continues the same mask stream.
+  /// The replica continues the same mask stream.
   dropout replica() const {
     dropout r(p_);
     r.gen_ = gen_;

@@ -7,23 +7,27 @@
 
 namespace meld::nn {
 
+/// {batch, d1, d2, ...} -> {batch, d1 d2 ...}.
 template <class T = float, class B = cpu<>>
 class flatten : public stateless_layer<T, B> {
  public:
   using typename layer_base<T, B>::tensor_type;
 
+  /// x: {batch, ...} -> {batch, product of the rest}. Throws shape_error for a scalar.
   tensor_type forward(const tensor_type& x) {
     if (x.rank() < 1) throw shape_error("flatten: the input is a scalar, it has no batch axis");
     input_shape_ = x.shape();
     forwarded_ = true;
     return tensor_type(x.reshape(flat_shape()));
   }
+  /// grad_output reshaped to the last forward's input shape; std::logic_error without a forward.
   tensor_type backward(const tensor_type& grad_output) {
     if (!forwarded_)
       throw std::logic_error("flatten: backward called without a forward pass before it");
     detail::expect_shape("flatten", "the output gradient", grad_output.shape(), flat_shape());
     return tensor_type(grad_output.reshape(input_shape_));
   }
+  /// A new layer in the same mode.
   flatten replica() const {
     flatten r;
     r.training_ = this->training_;

@@ -13,12 +13,15 @@
 
 namespace meld::nn {
 
-// What a model's backward(grad, hook) calls for each parameter gradient once backward has
-// finished writing it.
+/// What a model's backward(grad, hook) calls for each parameter gradient once backward has
+/// finished writing it.
 template <class T, class B>
 struct gradient_ready_hook {
+  /// Passed back to notify.
   void* context = nullptr;
+  /// Called with context and the gradient (null: nothing is called).
   void (*notify)(void*, tensor<T, B>&) = nullptr;
+  /// Reports grad as final.
   void operator()(tensor<T, B>& grad) const {
     if (notify) notify(context, grad);
   }

@@ -19,12 +19,14 @@
 
 namespace meld::nn {
 
-// Fan-in and fan-out of a weight: {out, in} for a linear layer, {out, in, k...} for a
-// convolution (each multiplied by the kernel's size), {n} counts n both ways.
+/// Fan-in and fan-out of a weight: {out, in} for a linear layer, {out, in, k...} for a
+/// convolution (each multiplied by the kernel's size), {n} counts n both ways.
 struct fans {
-  double in = 1, out = 1;
+  /// Fan-in.
+  double in = 1, out = 1;  ///< Fan-out.
 };
 
+/// The fans of a weight of shape s (see fans).
 inline fans fans_of(const shape_t& s) {
   if (s.size() == 0) return {};
   if (s.size() == 1) return {static_cast<double>(s[0]), static_cast<double>(s[0])};
@@ -33,9 +35,11 @@ inline fans fans_of(const shape_t& s) {
   return {static_cast<double>(s[1]) * receptive, static_cast<double>(s[0]) * receptive};
 }
 
-// U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)).
+/// U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)).
 struct xavier_uniform {
+  /// Multiplies the bound.
   double gain = 1;
+  /// Fills w from gen.
   template <class T, class B>
   void operator()(tensor<T, B>& w, rng& gen) const {
     const fans f = fans_of(w.shape());
@@ -44,9 +48,11 @@ struct xavier_uniform {
   }
 };
 
-// N(0, s^2) with s = gain * sqrt(2 / (fan_in + fan_out)).
+/// N(0, s^2) with s = gain * sqrt(2 / (fan_in + fan_out)).
 struct xavier_normal {
+  /// Multiplies the standard deviation.
   double gain = 1;
+  /// Fills w from gen.
   template <class T, class B>
   void operator()(tensor<T, B>& w, rng& gen) const {
     const fans f = fans_of(w.shape());
@@ -54,10 +60,12 @@ struct xavier_normal {
   }
 };
 
-// U(-a, a) with a = gain * sqrt(3 / fan_in); gain sqrt(2) suits ReLU (He et al.). With gain
-// 1 / sqrt(3) it is PyTorch's default for linear and convolution weights: U(+-1 / sqrt(fan_in)).
+/// U(-a, a) with a = gain * sqrt(3 / fan_in); gain sqrt(2) suits ReLU (He et al.). With gain
+/// 1 / sqrt(3) it is PyTorch's default for linear and convolution weights: U(+-1 / sqrt(fan_in)).
 struct kaiming_uniform {
+  /// Multiplies the bound.
   double gain = std::sqrt(2.0);
+  /// Fills w from gen.
   template <class T, class B>
   void operator()(tensor<T, B>& w, rng& gen) const {
     const T a = static_cast<T>(gain * std::sqrt(3.0 / fans_of(w.shape()).in));
@@ -65,17 +73,19 @@ struct kaiming_uniform {
   }
 };
 
-// N(0, s^2) with s = gain / sqrt(fan_in).
+/// N(0, s^2) with s = gain / sqrt(fan_in).
 struct kaiming_normal {
+  /// Multiplies the standard deviation.
   double gain = std::sqrt(2.0);
+  /// Fills w from gen.
   template <class T, class B>
   void operator()(tensor<T, B>& w, rng& gen) const {
     w = gen.normal<T, B>(w.shape(), T(0), static_cast<T>(gain / std::sqrt(fans_of(w.shape()).in)));
   }
 };
 
-// Re-initializes every weight (parameter of rank >= 2) of a model with `init` (any of the above,
-// or a callable init(tensor&, meld::rng&)), drawing from one stream seeded with `seed`.
+/// Re-initializes every weight (parameter of rank >= 2) of a model with `init` (any of the above,
+/// or a callable init(tensor&, meld::rng&)), drawing from one stream seeded with `seed`.
 template <class M, class Init>
 void initialize(M& model, const Init& init, std::uint64_t seed) {
   static_assert(require_model<M>(), "meld::nn::initialize: see the messages above");

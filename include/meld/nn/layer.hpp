@@ -20,40 +20,53 @@
 
 namespace meld::nn {
 
+/// What every layer has: its element type and backend, and the training / evaluation mode.
 template <class T, class B>
 class layer_base {
   static_assert(std::is_floating_point_v<T>, "meld::nn layers: T must be float or double");
 
  public:
+  /// The element type.
   using value_type = T;
+  /// The backend.
   using backend_type = B;
+  /// The tensors the layer takes and returns.
   using tensor_type = tensor<T, B>;
 
   // Layers are moved, not copied: replica() makes the deep copy (parameters, buffers and
   // gradients; never what a forward pass saved).
   layer_base() = default;
+  /// Layers move.
   layer_base(layer_base&&) noexcept = default;
+  /// Layers move.
   layer_base& operator=(layer_base&&) noexcept = default;
   layer_base(const layer_base&) = delete;
   layer_base& operator=(const layer_base&) = delete;
 
-  // Training mode (the default) or evaluation mode: dropout and batch normalization differ.
+  /// Training mode (the default) or evaluation mode: dropout and batch normalization differ.
   void train(bool on = true) { training_ = on; }
+  /// Switches to evaluation mode (train(false)).
   void eval() { training_ = false; }
+  /// Whether the layer is in training mode (the default).
   bool training() const { return training_; }
 
  protected:
+  /// The mode.
   bool training_ = true;
 };
 
-// A layer without parameters or buffers.
+/// A layer without parameters or buffers.
+/// A layer without parameters or buffers.
 template <class T, class B>
 class stateless_layer : public layer_base<T, B> {
  public:
+  /// No parameters.
   template <class F>
   void visit_parameters(F&&) {}
+  /// No buffers.
   template <class F>
   void visit_buffers(F&&) {}
+  /// No gradients to zero.
   void zero_grad() {}
 };
 

@@ -14,13 +14,16 @@
 
 namespace meld::nn {
 
+/// Settings of linear.
 struct linear_options {
+  /// Whether the layer adds a bias.
   bool bias = true;
-  // The weight is drawn with PyTorch's default, U(+-1 / sqrt(in)), from this seed; the bias
-  // starts at 0. To initialize a whole model from one seed, use nn::initialize.
+  /// The weight is drawn with PyTorch's default, U(+-1 / sqrt(in)), from this seed; the bias
+  /// starts at 0. To initialize a whole model from one seed, use nn::initialize.
   std::uint64_t seed = 0;
 };
 
+/// A fully connected layer, y = x W^T + b.
 template <class T = float, class B = cpu<>>
 class linear : public weighted_layer<T, B> {
   using base = weighted_layer<T, B>;
@@ -28,6 +31,7 @@ class linear : public weighted_layer<T, B> {
  public:
   using typename base::tensor_type;
 
+  /// weight {out_features, in_features}, bias {out_features}. Throws shape_error for sizes below 1.
   linear(index_t in_features, index_t out_features, linear_options options = {})
       : base(detail::cat("linear(", in_features, " -> ", out_features, ")"), options.bias),
         in_(in_features),
@@ -39,7 +43,7 @@ class linear : public weighted_layer<T, B> {
     kaiming_uniform{1 / std::sqrt(3.0)}(this->weight_, gen);
   }
 
-  // x: {batch, in} -> {batch, out}.
+  /// x: {batch, in} -> {batch, out}.
   tensor_type forward(const tensor_type& x) {
     if (x.rank() != 2 || x.shape()[1] != in_)
       throw shape_error(detail::cat(this->name_, ": the input has shape ", x.shape(),
@@ -53,10 +57,11 @@ class linear : public weighted_layer<T, B> {
     return y;
   }
 
+  /// The gradient for the last forward's input, {batch, in}; accumulates the parameters' gradients.
   tensor_type backward(const tensor_type& grad_output) { return backward(grad_output, true); }
 
-  // With input_gradient false, only the parameters' gradients are computed (a first layer does
-  // not need the gradient of the data) and an empty tensor is returned.
+  /// With input_gradient false, only the parameters' gradients are computed (a first layer does
+  /// not need the gradient of the data) and an empty tensor is returned.
   tensor_type backward(const tensor_type& grad_output, bool input_gradient) {
     const auto& x = input_.get(this->name_);
     detail::expect_shape(this->name_, "the output gradient", grad_output.shape(),
@@ -67,13 +72,16 @@ class linear : public weighted_layer<T, B> {
     return matmul(grad_output, this->weight_);  // dx = g W
   }
 
+  /// A deep copy (parameters, gradients, mode); nothing a forward pass saved.
   linear replica() const {
     linear r(in_, out_, {.bias = this->has_bias_});
     this->copy_parameters_to(r);
     return r;
   }
 
+  /// Input features.
   index_t in_features() const { return in_; }
+  /// Output features.
   index_t out_features() const { return out_; }
 
  private:

@@ -11,17 +11,19 @@
 
 namespace meld::nn {
 
-// What visit_parameters hands to its visitor for each trainable parameter: a stable name (unique
-// within the model, e.g. "0.weight"), the parameter and its gradient (same shape).
+/// What visit_parameters hands to its visitor for each trainable parameter: a stable name (unique
+/// within the model, e.g. "0.weight"), the parameter and its gradient (same shape).
 template <class T, class B>
 struct parameter_visitor_archetype {
+  /// Receives a name, a parameter and its gradient.
   void operator()(std::string_view, tensor<T, B>&, tensor<T, B>&) const {}
 };
 
-// What visit_buffers hands to its visitor: state that is not trained by gradients but belongs to
-// the model (batch-norm running statistics): a name and the tensor.
+/// What visit_buffers hands to its visitor: state that is not trained by gradients but belongs to
+/// the model (batch-norm running statistics): a name and the tensor.
 template <class T, class B>
 struct buffer_visitor_archetype {
+  /// Receives a name and a buffer.
   void operator()(std::string_view, tensor<T, B>&) const {}
 };
 

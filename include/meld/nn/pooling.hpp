@@ -66,6 +66,7 @@ class pool2d_base : public stateless_layer<T, B> {
 
 }  // namespace detail
 
+/// Max pooling over windows of {batch, channels, h, w} inputs.
 template <class T = float, class B = cpu<>>
 class max_pool2d : public detail::pool2d_base<T, B> {
   using base = detail::pool2d_base<T, B>;
@@ -73,10 +74,11 @@ class max_pool2d : public detail::pool2d_base<T, B> {
  public:
   using typename layer_base<T, B>::tensor_type;
 
-  // stride 0 means "equal to the kernel".
+  /// stride 0 means "equal to the kernel".
   explicit max_pool2d(size2 kernel, size2 stride = 0, size2 padding = 0)
       : base("max_pool2d", kernel, stride, padding) {}
 
+  /// x: {batch, channels, h, w} -> {batch, channels, oh, ow}, the maximum of each window.
   tensor_type forward(const tensor_type& x) {
     const detail::planes p = this->begin_forward(x.shape());
     const shape_t out{x.shape()[0], x.shape()[1], p.out_h, p.out_w};
@@ -87,6 +89,7 @@ class max_pool2d : public detail::pool2d_base<T, B> {
     return y;
   }
 
+  /// Sends each output gradient to the position of its window's maximum.
   tensor_type backward(const tensor_type& grad_output) {
     const detail::planes p = this->begin_backward(grad_output.shape());
     tensor_type dx(this->input_shape_);
@@ -96,6 +99,7 @@ class max_pool2d : public detail::pool2d_base<T, B> {
     return dx;
   }
 
+  /// A new layer with the same geometry and mode.
   max_pool2d replica() const {
     max_pool2d r(this->geometry_.kernel, this->geometry_.stride, this->geometry_.padding);
     r.training_ = this->training_;
@@ -106,6 +110,7 @@ class max_pool2d : public detail::pool2d_base<T, B> {
   tensor<std::int32_t, B> argmax_;  // per output: the position of its maximum in its plane
 };
 
+/// Average pooling over windows of {batch, channels, h, w} inputs (padding counts as zeros).
 template <class T = float, class B = cpu<>>
 class avg_pool2d : public detail::pool2d_base<T, B> {
   using base = detail::pool2d_base<T, B>;
@@ -113,10 +118,11 @@ class avg_pool2d : public detail::pool2d_base<T, B> {
  public:
   using typename layer_base<T, B>::tensor_type;
 
-  // stride 0 means "equal to the kernel".
+  /// stride 0 means "equal to the kernel".
   explicit avg_pool2d(size2 kernel, size2 stride = 0, size2 padding = 0)
       : base("avg_pool2d", kernel, stride, padding) {}
 
+  /// x: {batch, channels, h, w} -> {batch, channels, oh, ow}, the mean of each window.
   tensor_type forward(const tensor_type& x) {
     const detail::planes p = this->begin_forward(x.shape());
     tensor_type y({x.shape()[0], x.shape()[1], p.out_h, p.out_w}, uninitialized);
@@ -124,6 +130,7 @@ class avg_pool2d : public detail::pool2d_base<T, B> {
     return y;
   }
 
+  /// Spreads each output gradient evenly over its window.
   tensor_type backward(const tensor_type& grad_output) {
     const detail::planes p = this->begin_backward(grad_output.shape());
     tensor_type dx(this->input_shape_);
@@ -132,6 +139,7 @@ class avg_pool2d : public detail::pool2d_base<T, B> {
     return dx;
   }
 
+  /// A new layer with the same geometry and mode.
   avg_pool2d replica() const {
     avg_pool2d r(this->geometry_.kernel, this->geometry_.stride, this->geometry_.padding);
     r.training_ = this->training_;

@@ -17,6 +17,8 @@ template <class>
 inline constexpr bool always_false = false;
 }
 
+/// True when M is a model; otherwise fails to compile with one static_assert per missing member,
+/// naming it: static_assert(meld::nn::require_model<M>()).
 template <class M>
 consteval bool require_model() {
   if constexpr (!requires {

@@ -35,14 +35,20 @@ concept partial_backward = requires(L& l, const Tensor& g) {
 };
 }  // namespace detail
 
+/// Layers applied in order: a model (nn::model) made of models. Its parameter names are the layer's
+/// position and the layer's own name ("0.weight"); backward(grad, hook) reports each layer's
+/// gradients as soon as they are final.
 template <class... Layers>
 class sequential {
   static_assert(sizeof...(Layers) > 0, "meld::nn::sequential needs at least one layer");
   using first = std::tuple_element_t<0, std::tuple<Layers...>>;
 
  public:
+  /// The layers' element type.
   using value_type = typename first::value_type;
+  /// The layers' backend.
   using backend_type = typename first::backend_type;
+  /// The tensors the model takes and returns.
   using tensor_type = tensor<value_type, backend_type>;
   static_assert((std::is_same_v<typename Layers::value_type, value_type> && ...),
                 "meld::nn::sequential: every layer must have the same value_type");
@@ -52,37 +58,49 @@ class sequential {
                 "meld::nn::sequential: every layer must satisfy meld::nn::model (see "
                 "meld/nn/require_model.hpp to find what a layer misses)");
 
+  /// The number of layers.
   static constexpr std::size_t size = sizeof...(Layers);
 
+  /// Takes the layers (moved in).
   explicit sequential(Layers... layers) : layers_(std::move(layers)...) { find_first_trainable(); }
 
+  /// Moves.
   sequential(sequential&&) noexcept = default;
+  /// Moves.
   sequential& operator=(sequential&&) noexcept = default;
 
+  /// Runs each layer's forward on the previous one's output.
   tensor_type forward(const tensor_type& x) { return forward_from<0>(x); }
 
+  /// Runs the layers' backward in reverse order; returns the gradient for the input (empty when
+  /// requires_input_grad() is false).
   tensor_type backward(const tensor_type& grad_output) {
     return backward(grad_output, input_grad_);
   }
 
-  // With input_gradient false: only parameter gradients, and an empty tensor back.
+  /// With input_gradient false: only parameter gradients, and an empty tensor back.
   tensor_type backward(const tensor_type& grad_output, bool input_gradient) {
     no_hook none;
     return backward_from<size - 1>(grad_output, input_gradient, none);
   }
 
-  // Calls hook(gradient) for each parameter gradient as soon as its layer's backward has
-  // finished writing it (last layer first): data_parallel starts a bucket's allreduce there,
-  // overlapping communication with the backward of the layers below.
+  /// Calls hook(gradient) for each parameter gradient as soon as its layer's backward has
+  /// finished writing it (last layer first): data_parallel starts a bucket's allreduce there,
+  /// overlapping communication with the backward of the layers below.
   template <class Hook>
   requires std::invocable<Hook&, tensor_type&> tensor_type backward(const tensor_type& grad_output,
                                                                     Hook& hook) {
     return backward_from<size - 1>(grad_output, input_grad_, hook);
   }
 
+  /// Whether backward computes the gradient for the model's input (default true; data_parallel
+  /// turns it off: the first layer then skips that work where it can).
   void requires_input_grad(bool on) { input_grad_ = on; }
+  /// Whether backward computes the gradient for the model's input.
   bool requires_input_grad() const { return input_grad_; }
 
+  /// Calls f(name, parameter, gradient) for every layer's parameters, names prefixed with the
+  /// position.
   template <class F>
   void visit_parameters(F&& f) {
     for_each_layer([&](std::size_t i, auto& layer) {
@@ -93,6 +111,7 @@ class sequential {
     });
   }
 
+  /// Calls f(name, buffer) for every layer's buffers, names prefixed with the position.
   template <class F>
   void visit_buffers(F&& f) {
     for_each_layer([&](std::size_t i, auto& layer) {
@@ -103,17 +122,22 @@ class sequential {
     });
   }
 
+  /// Zeroes every layer's gradients.
   void zero_grad() {
     for_each_layer([](std::size_t, auto& layer) { layer.zero_grad(); });
   }
 
+  /// Sets every layer's mode.
   void train(bool on = true) {
     training_ = on;
     for_each_layer([on](std::size_t, auto& layer) { layer.train(on); });
   }
+  /// Evaluation mode for every layer.
   void eval() { train(false); }
+  /// Whether the model is in training mode.
   bool training() const { return training_; }
 
+  /// A deep copy of every layer (layer.replica()).
   sequential replica() const {
     sequential r = std::apply([](const auto&... l) { return sequential(l.replica()...); }, layers_);
     r.input_grad_ = input_grad_;
@@ -121,10 +145,12 @@ class sequential {
     return r;
   }
 
+  /// Layer I.
   template <std::size_t I>
   auto& layer() {
     return std::get<I>(layers_);
   }
+  /// Layer I.
   template <std::size_t I>
   const auto& layer() const {
     return std::get<I>(layers_);
@@ -198,6 +224,7 @@ class sequential {
   bool training_ = true;
 };
 
+/// Deduces sequential<L...> from sequential(layers...).
 template <class... L>
 sequential(L...) -> sequential<L...>;
 

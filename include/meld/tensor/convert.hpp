@@ -10,8 +10,8 @@
 
 namespace meld {
 
-// A contiguous copy of a tensor, a view or any expression, on backend To (on its current device
-// for device backends). Waits for queued work on the source where the host must read it.
+/// A contiguous copy of a tensor, a view or any expression, on backend To (on its current device
+/// for device backends). Waits for queued work on the source where the host must read it.
 template <class To, class T, class From>
 tensor<T, To> to(const tensor<T, From>& t) {
   tensor<T, To> out(t.shape(), uninitialized);
@@ -31,6 +31,7 @@ tensor<T, To> to(const tensor<T, From>& t) {
   return out;
 }
 
+/// Evaluates an expression and copies the result to backend To.
 template <class To, expression E>
 requires(!detail::is_tensor<std::remove_cvref_t<E>>) tensor<value_t<E>, To> to(const E& e) {
   return to<To>(tensor<value_t<E>, backend_t<E>>(e));

@@ -36,11 +36,13 @@ tensor<T, Backend> generated(index_t n, const G& g) {
 }
 }  // namespace detail
 
+/// A tensor of the shape, filled with zeros.
 template <class T, class Backend = cpu<>>
 tensor<T, Backend> zeros(const shape_t& shape) {
   return tensor<T, Backend>(shape);
 }
 
+/// A tensor of the shape, filled with value.
 template <class T, class Backend = cpu<>>
 tensor<T, Backend> full(const shape_t& shape, T value) {
   tensor<T, Backend> t(shape, uninitialized);
@@ -48,12 +50,13 @@ tensor<T, Backend> full(const shape_t& shape, T value) {
   return t;
 }
 
+/// A tensor of the shape, filled with ones.
 template <class T, class Backend = cpu<>>
 tensor<T, Backend> ones(const shape_t& shape) {
   return full<T, Backend>(shape, T(1));
 }
 
-// start, start + step, ... while below stop (above it for a negative step), as numpy.arange.
+/// start, start + step, ... while below stop (above it for a negative step), as numpy.arange.
 template <class T, class Backend = cpu<>>
 tensor<T, Backend> arange(T start, T stop, T step = T(1)) {
   if (step == T(0)) throw shape_error("arange: step is 0");
@@ -65,12 +68,13 @@ tensor<T, Backend> arange(T start, T stop, T step = T(1)) {
   return detail::generated<T, Backend>(n, detail::arange_values<T>{start, step});
 }
 
+/// arange(0, stop, 1).
 template <class T, class Backend = cpu<>>
 tensor<T, Backend> arange(T stop) {
   return arange<T, Backend>(T(0), stop, T(1));
 }
 
-// n evenly spaced values from start to stop, both included (n >= 2) or start alone (n == 1).
+/// n evenly spaced values from start to stop, both included (n >= 2) or start alone (n == 1).
 template <class T, class Backend = cpu<>>
 tensor<T, Backend> linspace(T start, T stop, index_t n) {
   if (n < 0) throw shape_error(detail::cat("linspace: negative count ", n));

@@ -99,29 +99,32 @@ struct integer_draw {
 
 }  // namespace detail
 
-// A stream of random tensors: each draw continues where the last one stopped.
+/// A stream of random tensors: each draw continues where the last one stopped.
 class rng {
  public:
+  /// A generator whose draws are a pure function of the seed and how much was drawn before.
   explicit rng(std::uint64_t seed) : seed_(seed) {}
 
+  /// The seed.
   std::uint64_t seed() const { return seed_; }
+  /// How many numbers were drawn so far.
   std::uint64_t counter() const { return counter_; }
 
-  // Uniform in [low, high).
+  /// Uniform in [low, high).
   template <class T, class Backend = cpu<>>
   tensor<T, Backend> uniform(const shape_t& shape, T low = T(0), T high = T(1)) {
     static_assert(std::is_floating_point_v<T>, "rng::uniform: T must be float or double");
     return draw<T, Backend>(shape, detail::uniform_draw<T>{seed_, counter_, low, high});
   }
 
-  // Normal with the given mean and standard deviation.
+  /// Normal with the given mean and standard deviation.
   template <class T, class Backend = cpu<>>
   tensor<T, Backend> normal(const shape_t& shape, T mean = T(0), T stddev = T(1)) {
     static_assert(std::is_floating_point_v<T>, "rng::normal: T must be float or double");
     return draw<T, Backend>(shape, detail::normal_draw<T>{seed_, counter_, mean, stddev});
   }
 
-  // Integers uniform in [low, high).
+  /// Integers uniform in [low, high).
   template <class T, class Backend = cpu<>>
   tensor<T, Backend> integers(const shape_t& shape, T low, T high) {
     static_assert(std::is_integral_v<T>, "rng::integers: T must be an integer type");
@@ -145,12 +148,13 @@ class rng {
   std::uint64_t counter_ = 0;
 };
 
-// One-shot draws: the same seed always gives the same tensor.
+/// One-shot draws: the same seed always gives the same tensor.
 template <class T, class Backend = cpu<>>
 tensor<T, Backend> uniform(const shape_t& shape, T low, T high, std::uint64_t seed) {
   return rng(seed).uniform<T, Backend>(shape, low, high);
 }
 
+/// One-shot normal draw: the same seed always gives the same tensor.
 template <class T, class Backend = cpu<>>
 tensor<T, Backend> normal(const shape_t& shape, T mean, T stddev, std::uint64_t seed) {
   return rng(seed).normal<T, Backend>(shape, mean, stddev);

@@ -11,23 +11,29 @@ namespace meld {
 
 // Every element of an axis.
 struct all_t {};
+/// Selects every element of an axis: t.slice(meld::all, 0).
 inline constexpr all_t all{};
 
-// Elements start, start + step, ... before stop, with Python's conventions: negative start / stop
-// count from the end, an absent start / stop means "from the first / through the last" in the
-// direction of step. Unlike Python, a start or stop outside the axis is an error, not clamped.
+/// Elements start, start + step, ... before stop, with Python's conventions: negative start / stop
+/// count from the end, an absent start / stop means "from the first / through the last" in the
+/// direction of step. Unlike Python, a start or stop outside the axis is an error, not clamped.
 struct range {
+  /// The first index (absent: the first in the direction of step).
   std::optional<index_t> start;
+  /// The index to stop before (absent: through the last in the direction of step).
   std::optional<index_t> stop;
+  /// The step; negative walks backwards, 0 is an error.
   index_t step = 1;
 
   range() = default;
+  /// range(start, stop, step).
   range(index_t start_, std::optional<index_t> stop_ = std::nullopt, index_t step_ = 1)
       : start(start_), stop(stop_), step(step_) {}
+  /// range(start, stop, step) with any of start and stop absent.
   range(std::optional<index_t> start_, std::optional<index_t> stop_, index_t step_)
       : start(start_), stop(stop_), step(step_) {}
 
-  // All elements, every step-th; a negative step walks backwards from the last.
+  /// All elements, every step-th; a negative step walks backwards from the last.
   static range every(index_t step) { return range(std::nullopt, std::nullopt, step); }
 };
 

@@ -19,8 +19,14 @@ namespace meld {
 
 // Tag for constructors that leave the elements uninitialized.
 struct uninitialized_t {};
+/// Tag value for constructors that leave the elements uninitialized: tensor<float>(shape,
+/// meld::uninitialized).
 inline constexpr uninitialized_t uninitialized{};
 
+/// An owning, contiguous, row-major tensor of T (float, double, std::int32_t, std::int64_t) on a
+/// backend (default: cpu<sync>). Assigning an expression evaluates it in one pass; the shape
+/// follows the expression. Views (slices, transpose, reshape, broadcast_to) share its elements.
+/// Throws shape_error for shapes that do not broadcast and allocation_error when memory runs out.
 template <class T, class Backend = cpu<>>
 class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   static_assert(element_type<T> && !std::is_const_v<T>,
@@ -30,19 +36,20 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
 
  public:
   using typename base::storage_type;
+  /// Whether a const object can still write the elements (views: yes; tensors: no).
   static constexpr bool shallow_const = false;
 
   // An empty tensor of shape {0}.
   tensor() : tensor(shape_t{0}, uninitialized) {}
 
-  // A zero-filled tensor: tensor<float> t({2, 3}).
+  /// A zero-filled tensor: tensor<float> t({2, 3}).
   explicit tensor(const shape_t& shape) : tensor(shape, uninitialized) { fill(T(0)); }
 
-  // A tensor whose elements are not initialized (for outputs that are written next).
+  /// A tensor whose elements are not initialized (for outputs that are written next).
   tensor(const shape_t& shape, uninitialized_t) { allocate(shape); }
 
-  // Evaluates an expression. Implicit for expressions (tensor<float> y = a * x + b), explicit
-  // from another tensor (a deep copy).
+  /// Evaluates an expression. Implicit for expressions (tensor<float> y = a * x + b), explicit
+  /// from another tensor (a deep copy).
   template <expression E>
   requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>) explicit(
       detail::is_tensor<std::remove_cvref_t<E>>) tensor(E&& e) {
@@ -50,31 +57,35 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
     detail::assign_to_view(*this, e, "tensor construction");
   }
 
+  /// A deep copy (explicit: copies are never silent).
   explicit tensor(const tensor& other) : tensor(other.shape(), uninitialized) {
     detail::assign_to_view(*this, other, "tensor copy");
   }
+  /// Takes other's elements; other is left empty, of shape {0}.
   tensor(tensor&& other) noexcept {
     this->shape_.resize(1, 0);  // leaves `other` empty, of shape {0}
     this->strides_.resize(1, 1);
     swap(other);
   }
 
-  // Takes the shape and values of the right-hand side (reusing this storage when the shape is the
-  // same). Safe when the right-hand side reads this tensor.
+  /// Takes the shape and values of the right-hand side (reusing this storage when the shape is the
+  /// same). Safe when the right-hand side reads this tensor.
   tensor& operator=(const tensor& other) {
     if (this != &other) assign(other);
     return *this;
   }
+  /// Takes other's elements; other is left empty, of shape {0}.
   tensor& operator=(tensor&& other) noexcept {
     tensor(std::move(other)).swap(*this);
     return *this;
   }
+  /// Evaluates the expression into this tensor, taking its shape (reallocating only if it changes).
   template <expression E>
   requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>) tensor& operator=(E&& e) {
     assign(e);
     return *this;
   }
-  // A plain number fills every element (the shape stays).
+  /// A plain number fills every element (the shape stays).
   template <scalar_type S>
   tensor& operator=(S value) {
     fill(static_cast<T>(value));
@@ -95,39 +106,46 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   MELD_TENSOR_COMPOUND(/)
 #undef MELD_TENSOR_COMPOUND
 
-  // A deep copy.
+  /// A deep copy.
   tensor clone() const {
     return tensor(*this);
   }
 
+  /// Sets every element to value.
   void fill(T value) {
     executor<Backend>::fill(*this, value);
   }
 
-  // Pointer to the first element. With an asynchronous backend these wait for queued work on the
-  // tensor first (the const ones for its last write, the others for every access). They compile
-  // only for backends whose memory the host can address (not sim, not cuda: use meld::to).
+  /// Pointer to the first element. With an asynchronous backend these wait for queued work on the
+  /// tensor first (the const ones for its last write, the others for every access). They compile
+  /// only for backends whose memory the host can address (not sim, not cuda: use meld::to).
   T* data() {
     this->host_access(true);
     return this->data_;
   }
+  /// Pointer to the first element (see data()).
   const T* data() const {
     this->host_access(false);
     return this->data_;
   }
+  /// Iteration over the elements in order (host-accessible backends; see data()).
   T* begin() {
     return data();
   }
+  /// Iteration over the elements in order (host-accessible backends; see data()).
   T* end() {
     return data() + this->size();
   }
+  /// Iteration over the elements in order (host-accessible backends; see data()).
   const T* begin() const {
     return data();
   }
+  /// Iteration over the elements in order (host-accessible backends; see data()).
   const T* end() const {
     return data() + this->size();
   }
 
+  /// Exchanges the elements and shapes of two tensors.
   void swap(tensor& other) noexcept {
     std::swap(this->storage_, other.storage_);
     std::swap(this->data_, other.data_);
@@ -135,7 +153,7 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
     std::swap(this->strides_, other.strides_);
   }
 
-  // Gives up the storage to a view (used when a temporary tensor becomes part of an expression).
+  /// Gives up the storage to a view (used when a temporary tensor becomes part of an expression).
   tensor_view<const T, Backend> release() && {
     tensor_view<const T, Backend> v(this->storage_, this->data_,
                                     layout{this->shape_, this->strides_, 0});

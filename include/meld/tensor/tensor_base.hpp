@@ -14,8 +14,10 @@
 
 namespace meld {
 
+/// A non-owning, strided view of a tensor's elements.
 template <class T, class Backend>
 class tensor_view;
+/// An owning tensor.
 template <class T, class Backend>
 class tensor;
 

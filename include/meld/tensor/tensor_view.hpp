@@ -16,6 +16,9 @@ template <class Dst, class E>
 void assign_to_view(const Dst& dst, E&& e, const char* what);
 }
 
+/// A non-owning, strided view of elements of a tensor: slices, transposes, reshapes and broadcasts
+/// of a tensor are views. Assigning to a view writes the viewed elements (the expression must
+/// broadcast to the view's shape, which never changes). The view keeps the storage alive.
 template <class T, class Backend = cpu<>>
 class tensor_view : public detail::strided_tensor<tensor_view<T, Backend>, T, Backend> {
   using base = detail::strided_tensor<tensor_view<T, Backend>, T, Backend>;
@@ -24,21 +27,25 @@ class tensor_view : public detail::strided_tensor<tensor_view<T, Backend>, T, Ba
  public:
   using typename base::storage_type;
   using typename base::value_type;
+  /// Whether a const object can still write the elements (views: yes; tensors: no).
   static constexpr bool shallow_const = true;
 
   tensor_view() = default;
+  /// A view of storage st, at base_data plus the layout's offset, with its shape and strides.
   tensor_view(std::shared_ptr<storage_type> st, T* base_data, const layout& l)
       : base(std::move(st), base_data + l.offset, l.shape, l.strides) {}
+  /// Views copy cheaply; a copy views the same elements.
   tensor_view(const tensor_view&) = default;
 
   // A view of mutable elements converts to a view of const ones.
+  /// A view of mutable elements converts to a view of const ones.
   template <class U>
   requires(std::is_const_v<T>&& std::is_same_v<U, value_type>)
       tensor_view(const tensor_view<U, Backend>& other)
       : base(other.storage_ptr(), other.raw_data(), other.shape(), other.strides()) {}
 
-  // Pointer to element (0, ..., 0); the rest are at the offsets given by strides(). With an
-  // asynchronous backend it waits for queued work on the elements first.
+  /// Pointer to element (0, ..., 0); the rest are at the offsets given by strides(). With an
+  /// asynchronous backend it waits for queued work on the elements first.
   T* data() const {
     this->host_access(!std::is_const_v<T>);
     return this->data_;
@@ -46,12 +53,15 @@ class tensor_view : public detail::strided_tensor<tensor_view<T, Backend>, T, Ba
 
   // Writes the expression into the viewed elements. Its shape must broadcast to the view's;
   // the view's shape never changes. A scalar fills.
+  /// Writes the expression into the viewed elements. Its shape must broadcast to the view's; the
+  /// view's shape never changes. A scalar fills.
   template <class E>
   requires(expression<E> || scalar_type<E>) &&
       (!std::is_const_v<T>) const tensor_view& operator=(E&& e) const {
     detail::assign_to_view(*this, std::forward<E>(e), "assignment");
     return *this;
   }
+  /// Writes other's elements into the viewed ones (element copy, not rebinding).
   const tensor_view& operator=(const tensor_view& other) const requires(!std::is_const_v<T>) {
     detail::assign_to_view(*this, other, "assignment");
     return *this;

@@ -21,8 +21,10 @@ struct cpu_home {
 };
 }  // namespace detail
 
+/// The asynchronous CPU backend records each storage's last write and reads as stream events.
 template <>
 struct access_tracking<cpu<async>> {
+  /// The per-storage record: events on the streams that touched it.
   using type = detail::stream_access<detail::cpu_home>;
 };
 
@@ -31,8 +33,8 @@ struct executor<cpu<async>> : detail::queued_executor<cpu<async>, executor<cpu<s
 
 static_assert(backend<cpu<async>>);
 
-// Binds a tensor's storage (and every view of it) to a stream: work that writes it runs there
-// (cpu<async> and sim<async> tensors).
+/// Binds a tensor's storage (and every view of it) to a stream: work that writes it runs there
+/// (cpu<async> and sim<async> tensors).
 template <class T, class B>
 requires requires(const tensor<T, B>& t, stream& s) {
   t.storage_ptr()->access().bind(s.state());
@@ -41,9 +43,9 @@ void bind(const tensor<T, B>& t, stream& s) {
   if (t.storage_ptr()) t.storage_ptr()->access().bind(s.state());
 }
 
-// dst = src, enqueued on stream s when dst is asynchronous (with CUDA: the host/device transfer
-// that overlaps computation), done now otherwise. Across backends (an asynchronous source into a
-// synchronous destination, say) it waits for the source and copies through meld::to.
+/// dst = src, enqueued on stream s when dst is asynchronous (with CUDA: the host/device transfer
+/// that overlaps computation), done now otherwise. Across backends (an asynchronous source into a
+/// synchronous destination, say) it waits for the source and copies through meld::to.
 template <class Dst, class Src>
 void copy(Dst&& dst, const Src& src, stream& s) {
   if (!broadcasts_to(src.shape(), dst.shape()))
@@ -61,15 +63,18 @@ void copy(Dst&& dst, const Src& src, stream& s) {
   }
 }
 
-// Measures the time that work on a stream takes: start() and stop() enqueue time stamps taken when
-// the stream reaches them, and seconds() waits for the stop stamp. Unlike a host clock read around
-// asynchronous calls, it never measures only the time to enqueue.
+/// Measures the time that work on a stream takes: start() and stop() enqueue time stamps taken when
+/// the stream reaches them, and seconds() waits for the stop stamp. Unlike a host clock read around
+/// asynchronous calls, it never measures only the time to enqueue.
 class timer {
  public:
+  /// A timer for work on stream s (default: the current stream).
   explicit timer(stream& s = stream::current()) : stream_(&s) {}
+  /// Enqueues the start stamp.
   void start() { start_ = stamp(); }
+  /// Enqueues the stop stamp.
   void stop() { stop_ = stamp(); }
-  // Seconds between start() and stop() on the stream; waits until the stream passes stop().
+  /// Seconds between start() and stop() on the stream; waits until the stream passes stop().
   double seconds() const {
     if (!start_.value || !stop_.value)
       throw execution_error("timer: call start() and stop() first");

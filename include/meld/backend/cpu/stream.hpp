@@ -230,28 +230,33 @@ class stream_state {
 
 }  // namespace detail
 
-// A point in a stream's work: complete when the work enqueued before it has run.
+/// A point in a stream's work: complete when the work enqueued before it has run.
 class event {
  public:
   event() = default;
+  /// An event at position seq of stream s (streams make them: stream::record()).
   event(std::shared_ptr<detail::stream_state> s, std::uint64_t seq)
       : stream_(std::move(s)), seq_(seq) {}
 
+  /// Whether the event belongs to a stream (a default-constructed one does not).
   bool recorded() const { return stream_ != nullptr; }
+  /// Whether the work before the event has run (true for an unrecorded event).
   bool ready() const { return !stream_ || stream_->completed(seq_); }
 
-  // Waits on the host; rethrows an error raised on the event's stream.
+  /// Waits on the host; rethrows an error raised on the event's stream.
   void wait() const {
     if (!stream_) throw execution_error("event::wait: the event was never recorded on a stream");
     stream_->wait_for(seq_);
     stream_->rethrow_error();
   }
-  // Waits without reporting errors (for streams waiting on each other).
+  /// Waits without reporting errors (for streams waiting on each other).
   void wait_quietly() const {
     if (stream_) stream_->wait_for(seq_);
   }
 
+  /// Identifies the event's stream (null when unrecorded).
   const detail::stream_state* stream_id() const { return stream_.get(); }
+  /// The event's position in its stream's work.
   std::uint64_t sequence() const { return seq_; }
 
  private:
@@ -283,8 +288,12 @@ struct stream_registry {
 };
 }  // namespace detail
 
+/// An in-order queue of CPU work with its own worker thread (the CPU's counterpart of a CUDA
+/// stream). Work enqueued on one stream runs in order; work on different streams may run at the
+/// same time.
 class stream {
  public:
+  /// Starts the worker; name appears in error messages (default: "stream N").
   explicit stream(std::string name = "") {
     static std::atomic<int> counter{0};
     if (name.empty()) name = "stream " + std::to_string(counter.fetch_add(1));
@@ -295,38 +304,43 @@ class stream {
   ~stream() {
     if (state_) state_->close();
   }
+  /// Streams move; they do not copy.
   stream(stream&&) noexcept = default;
+  /// Streams move; they do not copy.
   stream& operator=(stream&&) noexcept = default;
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
 
+  /// The name given at construction.
   const std::string& name() const { return state_->name(); }
 
-  // Runs work() on the stream's worker, after everything enqueued before.
+  /// Runs work() on the stream's worker, after everything enqueued before.
   template <class F>
   event enqueue(F&& work) {
     return event(state_, state_->enqueue(detail::task(std::forward<F>(work))));
   }
-  // An event that completes when the work enqueued so far has run.
+  /// An event that completes when the work enqueued so far has run.
   event record() {
     return event(state_, state_->enqueue(detail::task([] {})));
   }
-  // Makes this stream wait (not the host) until e is complete.
+  /// Makes this stream wait (not the host) until e is complete.
   void wait(const event& e) {
     if (e.recorded() && e.stream_id() != state_.get() && !e.ready())
       state_->enqueue(detail::task([e] { e.wait_quietly(); }));
   }
-  // Waits until the stream's work has run; rethrows the first error it raised.
+  /// Waits until the stream's work has run; rethrows the first error it raised.
   void synchronize() {
     state_->wait_for(state_->enqueued());
     state_->rethrow_error();
   }
 
+  /// The shared state that events and tensors refer to.
   const std::shared_ptr<detail::stream_state>& state() const { return state_; }
 
-  // The stream that new asynchronous CPU tensors of this thread are bound to: the innermost
-  // stream_guard's, else the default stream.
+  /// The stream that new asynchronous CPU tensors of this thread are bound to: the innermost
+  /// stream_guard's, else the default stream.
   static stream& current();
+  /// The stream used where no stream_guard binds another.
   static stream& default_stream() {
     static stream s("default");
     return s;
@@ -344,9 +358,10 @@ inline stream& stream::current() {
   return detail::current_stream ? *detail::current_stream : default_stream();
 }
 
-// Binds tensors created by this thread in its scope to a stream.
+/// Binds tensors created by this thread in its scope to a stream.
 class stream_guard {
  public:
+  /// Makes s the current stream of this thread until the guard is destroyed.
   explicit stream_guard(stream& s) : saved_(detail::current_stream) { detail::current_stream = &s; }
   ~stream_guard() { detail::current_stream = saved_; }
   stream_guard(const stream_guard&) = delete;
@@ -356,7 +371,7 @@ class stream_guard {
   stream* saved_;
 };
 
-// Waits for the work of every stream; rethrows the first error found.
+/// Waits for the work of every stream; rethrows the first error found.
 inline void synchronize() {
   std::exception_ptr first;
   for (auto& s : detail::stream_registry::get().live()) {

@@ -90,23 +90,26 @@ class waiter {
 
 }  // namespace detail
 
+/// A fixed set of worker threads that run parallel loops (parallel_for); meld's CPU evaluation
+/// uses the global() pool, sized by MELD_NUM_THREADS or meld::set_num_threads.
 class thread_pool {
  public:
+  /// A pool of threads threads in all (threads - 1 workers and the caller).
   explicit thread_pool(int threads) { start(threads); }
   ~thread_pool() { stop(); }
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
 
-  // The pool that meld's evaluators use.
+  /// The pool that meld's evaluators use.
   static thread_pool& global() {
     static thread_pool pool(detail::default_thread_count());
     return pool;
   }
 
-  // Threads that run a loop, the calling thread included.
+  /// Threads that run a loop, the calling thread included.
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Changes the number of threads. Waits for a running loop to finish first.
+  /// Changes the number of threads. Waits for a running loop to finish first.
   void resize(int threads) {
     if (threads < 1) throw std::invalid_argument(detail::cat("thread_pool: ", threads, " threads"));
     std::lock_guard lock(resize_mutex_);
@@ -116,8 +119,8 @@ class thread_pool {
     busy_.store(false, std::memory_order_release);
   }
 
-  // Runs body(i) for every i in [0, tasks), spread over the pool; returns when all are done.
-  // Rethrows the first exception a task threw.
+  /// Runs body(i) for every i in [0, tasks), spread over the pool; returns when all are done.
+  /// Rethrows the first exception a task threw.
   template <class F>
   void parallel_for(index_t tasks, F&& body) {
     if (tasks <= 0) return;
@@ -149,7 +152,7 @@ class thread_pool {
     if (error) std::rethrow_exception(error);
   }
 
-  // True on a thread that is running a task of this or another pool loop.
+  /// True on a thread that is running a task of this or another pool loop.
   static bool in_task() { return in_task_; }
 
  private:
@@ -220,13 +223,13 @@ class thread_pool {
   static inline thread_local bool in_task_ = false;
 };
 
-// Threads that meld's CPU evaluation uses (the calling thread included).
+/// Threads that meld's CPU evaluation uses (the calling thread included).
 inline int num_threads() {
   return thread_pool::global().size();
 }
 
-// Sets the threads that meld's CPU evaluation uses; the default is MELD_NUM_THREADS or every
-// available core.
+/// Sets the threads that meld's CPU evaluation uses; the default is MELD_NUM_THREADS or every
+/// available core.
 inline void set_num_threads(int threads) {
   thread_pool::global().resize(threads);
 }

@@ -23,20 +23,38 @@
 
 namespace meld {
 
+/// The simulated device: memory in host RAM that the types treat as device memory (no host access;
+/// a stray host dereference faults with a message), several devices (meld::device_guard), work on
+/// per-device streams under meld::async, counted transfers (meld::sim_transfers). It runs every GPU
+/// code path on machines without a GPU.
 template <class Policy = sync>
 struct sim {
+  /// The execution policy, meld::sync or meld::async.
   using policy = Policy;
+  /// The backend's name in messages.
   static constexpr const char* name = "sim";
-  static constexpr bool host_accessible = false;  // elements are read through meld::to
+  static constexpr bool host_accessible = false;  ///< elements are read through meld::to
 };
 
-// Transfers between host and sim devices since the start of the process or the last reset:
-// meld::to in either direction, and the value of each reduction to a scalar (which a GPU copies
-// back). Copies between devices are not host transfers and are counted apart.
+/// Transfers between host and sim devices since the start of the process or the last reset:
+/// meld::to in either direction, and the value of each reduction to a scalar (which a GPU copies
+/// back). Copies between devices are not host transfers and are counted apart.
 struct transfer_counts {
   std::uint64_t to_device_calls = 0, to_device_bytes = 0;
   std::uint64_t to_host_calls = 0, to_host_bytes = 0;
   std::uint64_t device_to_device_calls = 0, device_to_device_bytes = 0;
+  /// @var to_device_calls
+  /// Number of host to device copies.
+  /// @var to_device_bytes
+  /// Bytes copied from the host to devices.
+  /// @var to_host_calls
+  /// Number of device to host copies.
+  /// @var to_host_bytes
+  /// Bytes copied from devices to the host.
+  /// @var device_to_device_calls
+  /// Number of device to device copies.
+  /// @var device_to_device_bytes
+  /// Bytes copied between devices.
 };
 
 namespace detail {
@@ -54,11 +72,13 @@ struct sim_counters {
 enum sim_transfer : int { to_device = 0, to_host = 1, device_to_device = 2 };
 }  // namespace detail
 
+/// The transfers counted so far (all sim devices, every thread).
 inline transfer_counts sim_transfers() {
   auto& v = detail::sim_counters::get().values;
   return {v[0].load(), v[1].load(), v[2].load(), v[3].load(), v[4].load(), v[5].load()};
 }
 
+/// Sets every transfer count back to 0.
 inline void reset_sim_transfers() {
   for (auto& v : detail::sim_counters::get().values) v.store(0);
 }

@@ -19,15 +19,24 @@
 
 namespace meld::optim {
 
+/// Settings of adam (PyTorch's defaults).
 struct adam_options {
+  /// Learning rate.
   double lr = 1e-3;
+  /// Decay of the first-moment (mean) estimate.
   double beta1 = 0.9;
+  /// Decay of the second-moment (uncentered variance) estimate.
   double beta2 = 0.999;
+  /// Added to the square root of the second moment.
   double eps = 1e-8;
+  /// L2 penalty (added to the gradient, or applied to the weights with decoupled_weight_decay).
   double weight_decay = 0;
+  /// AdamW: decay the weights directly (p -= lr * weight_decay * p) instead of through the
+  /// gradient.
   bool decoupled_weight_decay = false;
 };
 
+/// Adam (and AdamW) over the parameters of a model (anything satisfying nn::model), as PyTorch's.
 template <class M>
 class adam : public optimizer_base<adam<M>, M, adam_options> {
   using base = optimizer_base<adam<M>, M, adam_options>;
@@ -35,8 +44,10 @@ class adam : public optimizer_base<adam<M>, M, adam_options> {
  public:
   using typename base::tensor_type;
   using typename base::value_type;
-  static constexpr const char* kind = "adam";
+  static constexpr const char* kind = "adam";  ///< the prefix of its state names
 
+  /// Keeps a pointer to model (which must outlive the optimizer) and makes the state of each
+  /// parameter. Throws std::invalid_argument for invalid options.
   adam(M& model, adam_options options) : base(model, options) {
     model.visit_parameters([&](std::string_view, tensor_type& p, tensor_type&) {
       m_.emplace_back(p.shape());
@@ -44,6 +55,8 @@ class adam : public optimizer_base<adam<M>, M, adam_options> {
     });
   }
 
+  /// One update of every parameter from its gradient. Throws std::logic_error if the model's
+  /// parameters changed since construction.
   void step() {
     using T = value_type;
     const adam_options& o = this->options_;
@@ -70,7 +83,7 @@ class adam : public optimizer_base<adam<M>, M, adam_options> {
     });
   }
 
-  // "adam.steps", then "adam.m.<parameter>" and "adam.v.<parameter>" for every parameter.
+  /// "adam.steps", then "adam.m.<parameter>" and "adam.v.<parameter>" for every parameter.
   template <class F>
   void visit_state(F&& f) {
     f(std::string_view("adam.steps"), this->steps_);
@@ -80,6 +93,7 @@ class adam : public optimizer_base<adam<M>, M, adam_options> {
     }
   }
 
+  /// Throws std::invalid_argument naming the options unless they are valid.
   static void validate(const adam_options& o) {
     if (!(o.lr >= 0) || !(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1) ||
         !(o.eps >= 0) || !(o.weight_decay >= 0))
@@ -93,6 +107,7 @@ class adam : public optimizer_base<adam<M>, M, adam_options> {
   std::vector<tensor_type> m_, v_;
 };
 
+/// Deduces adam<M> from adam(model, options).
 template <class M>
 adam(M&, adam_options) -> adam<M>;
 

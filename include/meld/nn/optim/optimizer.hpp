@@ -22,9 +22,13 @@
 
 namespace meld::optim {
 
+/// What an optimizer's visit_state hands to its visitor: a name and a state tensor, or a name and a
+/// counter (the step count). Checkpoints save and load through it.
 template <class T, class B>
 struct state_visitor_archetype {
+  /// Receives a name and a state tensor.
   void operator()(std::string_view, tensor<T, B>&) const {}
+  /// Receives a name and a counter.
   void operator()(std::string_view, std::int64_t&) const {}
 };
 
@@ -37,9 +41,9 @@ concept optimizer = requires(O& o) {
                                         typename O::model_type::backend_type>{});
 };
 
-// The common part of an optimizer of kind Derived over model M with Options (which have `lr`).
-// Derived provides `static void validate(const Options&)` (throws std::invalid_argument naming
-// what is wrong) and `static constexpr const char* kind` ("sgd", "adam").
+/// The common part of an optimizer of kind Derived over model M with Options (which have `lr`):
+/// Derived provides `static void validate(const Options&)` (throws std::invalid_argument naming
+/// what is wrong) and `static constexpr const char* kind` ("sgd", "adam").
 template <class Derived, class M, class Options>
 class optimizer_base {
   static_assert(nn::require_model<M>(),
@@ -47,24 +51,30 @@ class optimizer_base {
                 "above)");
 
  public:
-  using model_type = M;
-  using value_type = typename M::value_type;
-  using tensor_type = tensor<value_type, typename M::backend_type>;
+  using model_type = M;                                              ///< the model type
+  using value_type = typename M::value_type;                         ///< its element type
+  using tensor_type = tensor<value_type, typename M::backend_type>;  ///< its tensor type
 
+  /// Sets the model's gradients to 0.
   void zero_grad() { model_->zero_grad(); }
 
+  /// The learning rate.
   double lr() const { return options_.lr; }
-  // A new learning rate (schedules); refused like a bad option, leaving the old one.
+  /// A new learning rate (schedules); refused like a bad option, leaving the old one.
   void set_lr(double lr) {
     Options o = options_;
     o.lr = lr;
     Derived::validate(o);
     options_ = o;
   }
+  /// The options.
   const Options& options() const { return options_; }
+  /// The number of steps taken.
   std::int64_t steps() const { return steps_; }
 
  protected:
+  /// Keeps a pointer to model (which must outlive the optimizer) and its parameters' names and
+  /// shapes; throws std::invalid_argument for invalid options.
   optimizer_base(M& model, const Options& options) : model_(&model), options_(options) {
     Derived::validate(options);
     model.visit_parameters([&](std::string_view name, tensor_type& p, tensor_type&) {
@@ -73,9 +83,9 @@ class optimizer_base {
     });
   }
 
-  // Calls f(i, p, g) for parameter i of the model with its gradient, in the model's order, after
-  // checking that it is the parameter the optimizer was made for (name and shape); then counts
-  // the step.
+  /// Calls f(i, p, g) for parameter i of the model with its gradient, in the model's order,
+  /// after checking that it is the parameter the optimizer was made for (name and shape); then
+  /// counts the step. Throws std::logic_error when the model's parameters changed.
   template <class F>
   void update_each(F&& f) {
     std::size_t i = 0;
@@ -88,15 +98,16 @@ class optimizer_base {
     ++steps_;
   }
 
-  // "<kind>.<what>.<parameter>": the name of a state tensor in checkpoints.
+  /// "<kind>.<what>.<parameter>": the name of a state tensor in checkpoints.
   std::string state_name(const char* what, std::size_t i) const {
     return std::string(Derived::kind) + "." + what + "." + names_[i];
   }
+  /// The number of parameters.
   std::size_t parameter_count() const { return names_.size(); }
 
-  M* model_;
-  Options options_;
-  std::int64_t steps_ = 0;
+  M* model_;                ///< the model updated
+  Options options_;         ///< the options
+  std::int64_t steps_ = 0;  ///< steps taken
 
  private:
   [[noreturn]] static void throw_changed() {

@@ -19,14 +19,22 @@
 
 namespace meld::optim {
 
+/// Settings of sgd (PyTorch's semantics).
 struct sgd_options {
+  /// Learning rate.
   double lr = 0.01;
+  /// Momentum factor (0: plain SGD).
   double momentum = 0;
+  /// Dampening of the momentum: buf = momentum * buf + (1 - dampening) * g.
   double dampening = 0;
+  /// L2 penalty added to the gradient (g + weight_decay * p).
   double weight_decay = 0;
+  /// Nesterov momentum (needs momentum > 0 and dampening 0).
   bool nesterov = false;
 };
 
+/// Stochastic gradient descent with momentum, weight decay and Nesterov momentum over the
+/// parameters of a model (anything satisfying nn::model), as PyTorch's.
 template <class M>
 class sgd : public optimizer_base<sgd<M>, M, sgd_options> {
   using base = optimizer_base<sgd<M>, M, sgd_options>;
@@ -34,14 +42,18 @@ class sgd : public optimizer_base<sgd<M>, M, sgd_options> {
  public:
   using typename base::tensor_type;
   using typename base::value_type;
-  static constexpr const char* kind = "sgd";
+  static constexpr const char* kind = "sgd";  ///< the prefix of its state names
 
+  /// Keeps a pointer to model (which must outlive the optimizer) and makes the state of each
+  /// parameter. Throws std::invalid_argument for invalid options.
   sgd(M& model, sgd_options options) : base(model, options) {
     model.visit_parameters([&](std::string_view, tensor_type& p, tensor_type&) {
       momentum_.emplace_back(options.momentum != 0 ? p.shape() : shape_t{0});
     });
   }
 
+  /// One update of every parameter from its gradient. Throws std::logic_error if the model's
+  /// parameters changed since construction.
   void step() {
     using T = value_type;
     const sgd_options& o = this->options_;
@@ -79,7 +91,7 @@ class sgd : public optimizer_base<sgd<M>, M, sgd_options> {
     });
   }
 
-  // "sgd.steps" and, with momentum, "sgd.momentum.<parameter>".
+  /// "sgd.steps" and, with momentum, "sgd.momentum.<parameter>".
   template <class F>
   void visit_state(F&& f) {
     f(std::string_view("sgd.steps"), this->steps_);
@@ -88,6 +100,7 @@ class sgd : public optimizer_base<sgd<M>, M, sgd_options> {
       f(std::string_view(this->state_name("momentum", i)), momentum_[i]);
   }
 
+  /// Throws std::invalid_argument naming the options unless they are valid.
   static void validate(const sgd_options& o) {
     if (!(o.lr >= 0) || !(o.momentum >= 0) || !(o.weight_decay >= 0) || !(o.dampening >= 0) ||
         !(o.dampening <= 1))
@@ -103,6 +116,7 @@ class sgd : public optimizer_base<sgd<M>, M, sgd_options> {
   std::vector<tensor_type> momentum_;
 };
 
+/// Deduces sgd<M> from sgd(model, options).
 template <class M>
 sgd(M&, sgd_options) -> sgd<M>;
 
