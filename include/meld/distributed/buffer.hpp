@@ -1,7 +1,11 @@
 // The buffers collectives accept, and the one place where a user's argument becomes what a
 // communicator moves: a comm_buffer (a pointer and an element count in the communicator's memory).
 //   host memory (thread_comm, mpi_comm): std::span, std::vector, meld::tensor, and contiguous
-//     meld::tensor_view; as_span turns each into a std::span over its elements.
+//     meld::tensor_view; as_span turns each into a std::span over its elements, after the queued
+//     work that touches them (asynchronous backends). Tensors of a device backend whose memory
+//     the host can alias (memory<B>::host_alias: sim's readable mapping, what peer access is to
+//     NCCL on GPUs) are moved in place, device to device, never copied to the host; a device
+//     backend without an alias (CUDA) needs a device communicator.
 //   device memory (nccl_comm): std::span over device memory (the caller vouches for it).
 // A communicator that reaches another kind of memory, or a tensor of a device backend, is one
 // more case of to_buffer (and of buffer_for), not a change of the communicators.
@@ -67,20 +71,41 @@ template <class T, class A>
 std::span<const T> as_span(const std::vector<T, A>& v) {
   return std::span<const T>(v.data(), v.size());
 }
+// Whether communicators on host memory can move B's tensors: host memory, or device memory the
+// host can alias.
+template <class B>
+concept host_reachable = B::host_accessible || requires(float* p) {
+  { memory<B>::host_alias(p) } -> std::same_as<float*>;
+};
+
+// The elements of a tensor or view of a host-reachable backend, once the queued work that
+// touches them has run (all of it before a collective writes them, the writes before it reads).
+template <class E, class X>
+std::span<E> elements_of(const X& x, bool written) {
+  using B = typename X::backend_type;
+  static_assert(host_reachable<B>,
+                "collective: a host communicator (thread_comm, mpi_comm) cannot reach this "
+                "backend's device memory: use a device communicator (nccl_comm for cuda)");
+  if (x.storage_ptr()) x.storage_ptr()->access().wait_host(written);
+  E* p = x.raw_data();
+  if constexpr (!B::host_accessible) p = memory<B>::host_alias(p);
+  return std::span<E>(p, static_cast<std::size_t>(x.size()));
+}
+
 template <class T, class B>
 std::span<T> as_span(tensor<T, B>& t) {
-  return std::span<T>(t.data(), static_cast<std::size_t>(t.size()));
+  return elements_of<T>(t, true);
 }
 template <class T, class B>
 std::span<const T> as_span(const tensor<T, B>& t) {
-  return std::span<const T>(t.data(), static_cast<std::size_t>(t.size()));
+  return elements_of<const T>(t, false);
 }
 template <class T, class B>
 std::span<T> as_span(const tensor_view<T, B>& v) {
   if (!v.is_contiguous())
     throw shape_error(cat("collective: a view of shape ", v.shape(), " and strides ", v.strides(),
                           " is not contiguous; copy it into a tensor first"));
-  return std::span<T>(v.data(), static_cast<std::size_t>(v.size()));
+  return elements_of<T>(v, !std::is_const_v<T>);
 }
 
 // Anything as_span accepts.

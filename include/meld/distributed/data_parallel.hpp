@@ -6,7 +6,10 @@
 // Two ways to run:
 //   threads    meld::thread_group group(4); meld::data_parallel dp(model, group);
 //              one process, 4 worker threads; rank 0 trains `model` itself, ranks 1..3 replicas
-//              of it (Model::replica()). step() takes the global batch and splits it.
+//              of it (Model::replica()). step() takes the global batch and splits it. On a
+//              backend with several devices (sim, cuda) replica r lives on device r (modulo the
+//              device count) and worker r runs there: each takes its shard from the batch's
+//              device and rank 0's parameters device to device.
 //   processes  meld::mpi_comm comm(MPI_COMM_WORLD); meld::data_parallel dp(model, comm);
 //              one rank per process (mpi_comm, nccl_comm, or a thread_comm used from threads the
 //              caller manages). step() takes the global batch (the same on every rank) and keeps
@@ -51,6 +54,9 @@
 //   * Failures: a worker that throws aborts the communicator (the others throw comm_error at once
 //     instead of waiting), and the step rethrows the exception that caused it. Afterwards the
 //     data_parallel refuses further steps.
+//   * The loss: step() returns an nn::loss_value, the mean over the whole minibatch. Its sums are
+//     allreduced on the model's backend with the gradients, so nothing is read back on the host
+//     until it is read (`double l = dp.step(...)` reads it at once; `auto l = ...` when logged).
 //
 // Here: the class; the buckets' packing and launching is in detail/bucket_engine.hpp, the threads
 // of threads mode in detail/worker_crew.hpp, the same-model check in detail/same_model.hpp.
@@ -73,8 +79,11 @@
 #include <utility>
 #include <vector>
 
+#include "../backend/device.hpp"
 #include "../nn/gradient_hook.hpp"
+#include "../nn/loss_value.hpp"
 #include "../nn/model.hpp"
+#include "../tensor/convert.hpp"
 #include "../tensor/slice.hpp"
 #include "buckets.hpp"
 #include "buffer.hpp"
@@ -121,6 +130,8 @@ class data_parallel {
   using backend_type = typename Model::backend_type;
   /// The tensors the model takes and returns.
   using tensor_type = tensor<value_type, backend_type>;
+  /// What step() returns: the mean loss over the minibatch, read on demand.
+  using loss_type = nn::loss_value<value_type, backend_type>;
 
   /// Process mode: this process is rank comm.rank() of comm.size().
   data_parallel(Model& model, Comm& comm, const data_parallel_options& options = {})
@@ -128,6 +139,7 @@ class data_parallel {
     auto w = std::make_unique<worker>();
     w->model = &model;
     w->comm = &comm;
+    w->device = device_of(model);
     workers_.push_back(std::move(w));
     setup();
   }
@@ -140,7 +152,11 @@ class data_parallel {
       auto w = std::make_unique<worker>();
       if (r == 0) {
         w->model = &model;
+        w->device = device_of(model);
       } else {
+        // Replica r on device r of the backend (modulo the count: several workers may share one).
+        w->device = r % memory<backend_type>::device_count();
+        device_guard<backend_type> on(w->device);
         w->owned = std::make_unique<Model>(model.replica());
         w->model = w->owned.get();
       }
@@ -158,9 +174,9 @@ class data_parallel {
 
   /// One step on the global minibatch (axis 0 is the batch; every rank passes the same one in
   /// process mode). Returns the mean loss over the minibatch (inside no_sync: over this process's
-  /// shards).
+  /// shards) as an nn::loss_value, which stays on the model's backend until read.
   template <class Targets, class Loss>
-  double step(const tensor_type& inputs, const Targets& targets, const Loss& loss) {
+  loss_type step(const tensor_type& inputs, const Targets& targets, const Loss& loss) {
     const index_t n = check_batch(inputs, targets, "step");
     const int P = world_size();
     return run_step([&](worker& w, bool sync, bool fresh) {
@@ -169,9 +185,9 @@ class data_parallel {
                     hi = detail::dist::part_begin(n, P, r + 1);
       if (hi == lo)
         return worker_step(w, w.x, static_cast<const Targets*>(nullptr), 0, loss, sync, fresh);
-      w.x = inputs.slice(range(lo, hi));
+      take_rows(w.x, inputs, lo, hi);
       Targets& t = targets_cache<Targets>(w);
-      t = targets.slice(range(lo, hi));
+      take_rows(t, targets, lo, hi);
       return worker_step(w, w.x, &t, hi - lo, loss, sync, fresh);
     });
   }
@@ -179,7 +195,7 @@ class data_parallel {
   /// Process mode: one step on this rank's own shard (any number of rows, 0 included; the shards
   /// of different ranks may differ in size).
   template <class Targets, class Loss>
-  double step_local(const tensor_type& inputs, const Targets& targets, const Loss& loss) {
+  loss_type step_local(const tensor_type& inputs, const Targets& targets, const Loss& loss) {
     if (threads_mode_)
       throw std::logic_error(
           "data_parallel::step_local: in threads mode step() takes the global batch and splits it");
@@ -202,7 +218,8 @@ class data_parallel {
         const bool fresh = window_start_;
         if (fresh) begin_window(w);
         refresh(w);
-        more = synchronize(w, 0, 0.0, /*active=*/false, false, clock::now(), clock::now());
+        w.loss = loss_type();
+        more = synchronize(w, 0, /*active=*/false, false, clock::now(), clock::now());
       });
       if (!more) return;
       window_start_ = true;
@@ -281,16 +298,45 @@ class data_parallel {
     Model* model = nullptr;
     std::unique_ptr<Model> owned;
     Comm* comm = nullptr;
+    int device = 0;  // of the backend: where this worker's replica and tensors live
     std::vector<param_ref> params;
     std::vector<tensor_type*> buffers;
     std::vector<std::pair<const tensor_type*, int>> grad_index;  // sorted by address
     std::optional<bucket_engine> buckets;
-    std::array<double, 4> counts{};  // window samples, step samples, step loss sum, active
+    std::array<double, 3> counts{};  // window samples, step samples, active
     double window_samples = 0;
     tensor_type x, grad_out;
     std::any targets;
+    loss_type loss;         // this step's, on the worker's device
+    tensor_type loss_sums;  // {2}: {loss sum, targets out of range}, allreduced
     step_timing timing;
   };
+
+  // The device a model's parameters live on (the current one if it has none).
+  static int device_of(Model& m) {
+    int device = memory<backend_type>::current_device();
+    bool first = true;
+    m.visit_parameters([&](std::string_view, tensor_type& p, tensor_type&) {
+      if (first && p.storage_ptr()) device = p.device();
+      first = false;
+    });
+    return device;
+  }
+
+  // dst = rows [lo, hi) of src, on the current device (device to device where src is on another
+  // one, never through the host).
+  template <class X>
+  static void take_rows(X& dst, const X& src, index_t lo, index_t hi) {
+    using B = typename X::backend_type;
+    const auto rows = src.slice(range(lo, hi));
+    if (src.device() == memory<B>::current_device()) {
+      dst = rows;
+      return;
+    }
+    if (!(dst.shape() == rows.shape()) || dst.device() != memory<B>::current_device())
+      dst = X(rows.shape(), uninitialized);
+    meld::copy(dst, rows);
+  }
 
   static double seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -323,6 +369,7 @@ class data_parallel {
     auto job = [&](int i) {
       worker& w = *workers_[static_cast<std::size_t>(i)];
       try {
+        device_guard<backend_type> on(w.device);  // the worker's temporaries on its device
         f(w);
       } catch (const comm_error&) {
         throw;
@@ -359,7 +406,7 @@ class data_parallel {
   }
 
   template <class F>
-  double run_step(F&& per_worker) {
+  loss_type run_step(F&& per_worker) {
     check_usable();
     const bool sync = !no_sync_;
     const bool fresh = window_start_;
@@ -369,13 +416,14 @@ class data_parallel {
       // Buffers are copied before any worker runs forward (which updates rank 0's).
       guarded([&](worker& w) {
         if (&w == workers_[0].get()) return;
-        for (std::size_t i = 0; i < w.buffers.size(); ++i) *w.buffers[i] = *workers_[0]->buffers[i];
+        for (std::size_t i = 0; i < w.buffers.size(); ++i)
+          meld::copy(*w.buffers[i], *workers_[0]->buffers[i]);
       });
     }
-    double result = 0;
+    loss_type result;
     guarded([&](worker& w) {
-      const double l = per_worker(w, sync, fresh);
-      if (&w == workers_[0].get()) result = l;
+      loss_type l = per_worker(w, sync, fresh);
+      if (&w == workers_[0].get()) result = std::move(l);
     });
     window_start_ = sync;
     timing_ = workers_[0]->timing;
@@ -388,7 +436,8 @@ class data_parallel {
     if (threads_mode_ && &w != workers_[0].get()) {
       // Take rank 0's parameters (it does not write them during a step).
       const auto& src = workers_[0]->params;
-      for (std::size_t i = 0; i < w.params.size(); ++i) *w.params[i].param = *src[i].param;
+      for (std::size_t i = 0; i < w.params.size(); ++i)
+        meld::copy(*w.params[i].param, *src[i].param);
     }
     if (!threads_mode_ && options_.broadcast_buffers)
       for (tensor_type* b : w.buffers) w.comm->broadcast(*b, 0);
@@ -397,15 +446,19 @@ class data_parallel {
   }
 
   template <class Targets, class Loss>
-  double worker_step(worker& w, const tensor_type& x, const Targets* t, index_t n, const Loss& loss,
-                     bool sync, bool fresh) {
+  loss_type worker_step(worker& w, const tensor_type& x, const Targets* t, index_t n,
+                        const Loss& loss, bool sync, bool fresh) {
     const auto t0 = clock::now();
     if (fresh) begin_window(w);
     w.window_samples += static_cast<double>(n);
-    double loss_sum = 0;
+    w.loss = loss_type();
     if (n > 0) {
       const tensor_type out = w.model->forward(x);
-      loss_sum = static_cast<double>(loss(out, *t, w.grad_out)) * static_cast<double>(n);
+      auto l = loss(out, *t, w.grad_out);
+      if constexpr (nn::is_loss_value<decltype(l)>)
+        w.loss = std::move(l);
+      else  // a loss computed on the host
+        w.loss = loss_type::from_mean(static_cast<double>(l), static_cast<double>(n));
       w.grad_out *= static_cast<value_type>(n);  // the gradient of the shard's summed loss
     }
     const auto t1 = clock::now();
@@ -413,20 +466,42 @@ class data_parallel {
       if (n > 0) w.model->backward(w.grad_out);
       w.timing = {
           seconds(clock::now() - t0), seconds(t1 - t0), seconds(clock::now() - t1), 0, 0, 0};
-      return n > 0 ? loss_sum / static_cast<double>(n) : 0.0;
+      return std::move(w.loss);
     }
-    synchronize(w, n, loss_sum, /*active=*/true, n > 0, t0, t1);
-    return w.counts[1] > 0 ? w.counts[2] / w.counts[1] : 0.0;
+    synchronize(w, n, /*active=*/true, n > 0, t0, t1);
+    return loss_type(tensor_type(w.loss_sums), w.counts[1], w.loss.classes());
+  }
+
+  // This step's loss as {sum, targets out of range} on the worker's device, in w.loss_sums: what
+  // every rank allreduces (zeros for a rank without samples).
+  void stage_loss(worker& w) {
+    if (!(w.loss_sums.shape() == shape_t{2}) || w.loss_sums.device() != w.device)
+      w.loss_sums = tensor_type({2});
+    else
+      w.loss_sums = value_type(0);
+    w.loss.visit_sums([&](const tensor_type& sums) {
+      if (sums.device() == w.device)
+        w.loss_sums += sums;
+      else
+        w.loss_sums += meld::to<backend_type>(sums);  // device to device
+    });
+    if (const double h = w.loss.host_sum(); h != 0) {  // a loss computed on the host
+      tensor<value_type> host({2});
+      host(0) = static_cast<value_type>(h);
+      w.loss_sums += meld::to<backend_type>(host);
+    }
   }
 
   // The collective part of a synchronized step: the counts, then the buckets (launched during
   // backward when the model reports ready gradients), then the averaged gradients. Returns
   // whether any rank was active.
-  bool synchronize(worker& w, index_t n, double loss_sum, bool active, bool run_backward,
-                   clock::time_point t0, clock::time_point t1) {
+  bool synchronize(worker& w, index_t n, bool active, bool run_backward, clock::time_point t0,
+                   clock::time_point t1) {
     Comm& c = *w.comm;
-    w.counts = {w.window_samples, static_cast<double>(n), loss_sum, active ? 1.0 : 0.0};
+    w.counts = {w.window_samples, static_cast<double>(n), active ? 1.0 : 0.0};
     auto counts_request = c.allreduce_async(std::span<double>(w.counts), reduce_op::sum);
+    stage_loss(w);
+    auto loss_request = c.allreduce_async(w.loss_sums, reduce_op::sum);
     w.buckets->start();
     if (run_backward) {
       if constexpr (nn::reports_ready_gradients<Model>) {
@@ -450,6 +525,7 @@ class data_parallel {
     for (std::size_t i = 0; i < w.params.size(); ++i)
       w.buckets->mark_ready(c, w.params, static_cast<int>(i), /*during_backward=*/false);
     counts_request.wait();
+    loss_request.wait();
     w.buckets->wait();
     const auto t3 = clock::now();
     w.buckets->unpack_mean(w.params, w.counts[0]);
@@ -459,7 +535,7 @@ class data_parallel {
                 seconds(t3 - t2),
                 static_cast<int>(plan_.buckets.size()),
                 w.buckets->launched_during_backward()};
-    return w.counts[3] > 0;
+    return w.counts[2] > 0;
   }
 
   int index_of(const worker& w, const tensor_type& g) const {
@@ -508,7 +584,7 @@ class data_parallel {
       w.buckets.emplace(plan_);
       // Rank 0's parameters (through the buckets) and buffers go to every rank.
       w.buckets->broadcast_parameters(*w.comm, w.params);
-      for (tensor_type* b : w.buffers) w.comm->broadcast(detail::dist::as_span(*b), 0);
+      for (tensor_type* b : w.buffers) w.comm->broadcast(*b, 0);
     });
   }
 

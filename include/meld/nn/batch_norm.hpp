@@ -129,12 +129,12 @@ class batch_norm : public layer_base<T, B> {
   /// A deep copy (parameters, statistics, gradients, mode); nothing a forward pass saved.
   batch_norm replica() const {
     batch_norm r(channels_, options_);
-    r.gamma_ = gamma_;
-    r.beta_ = beta_;
-    r.gamma_grad_ = gamma_grad_;
-    r.beta_grad_ = beta_grad_;
-    r.running_mean_ = running_mean_;
-    r.running_var_ = running_var_;
+    meld::copy(r.gamma_, gamma_);  // device to device where r was made on another device
+    meld::copy(r.beta_, beta_);
+    meld::copy(r.gamma_grad_, gamma_grad_);
+    meld::copy(r.beta_grad_, beta_grad_);
+    meld::copy(r.running_mean_, running_mean_);
+    meld::copy(r.running_var_, running_var_);
     r.training_ = this->training_;
     return r;
   }

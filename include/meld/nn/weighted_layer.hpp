@@ -60,12 +60,13 @@ class weighted_layer : public layer_base<T, B> {
     bias_grad_ = tensor_type(bias_.shape());
   }
 
-  /// The replica's parameters, gradients and mode become this layer's (deep copies).
+  /// The replica's parameters, gradients and mode become this layer's (deep copies, device to
+  /// device where the replica was made on another device).
   void copy_parameters_to(weighted_layer& r) const {
-    r.weight_ = weight_;
-    r.bias_ = bias_;
-    r.weight_grad_ = weight_grad_;
-    r.bias_grad_ = bias_grad_;
+    meld::copy(r.weight_, weight_);
+    meld::copy(r.bias_, bias_);
+    meld::copy(r.weight_grad_, weight_grad_);
+    meld::copy(r.bias_grad_, bias_grad_);
     r.training_ = this->training_;
   }
 

@@ -37,4 +37,40 @@ requires(!detail::is_tensor<std::remove_cvref_t<E>>) tensor<value_t<E>, To> to(c
   return to<To>(tensor<value_t<E>, backend_t<E>>(e));
 }
 
+/// Copies the elements of src into dst, which has src's shape: between devices of one backend
+/// (device to device: replicas of a model on several GPUs), between the host and a device, or
+/// within one device (where any layouts work). Across devices or backends both must be contiguous.
+/// Throws shape_error for different shapes.
+template <class Dst, class Src>
+void copy(Dst&& dst, const Src& src) {
+  using D = std::remove_cvref_t<Dst>;
+  using To = typename D::backend_type;
+  using From = typename Src::backend_type;
+  if (!(dst.shape() == src.shape()))
+    throw shape_error(detail::cat("copy: a source of shape ", src.shape(),
+                                  " into a destination of shape ", dst.shape()));
+  if (src.size() == 0) return;
+  if constexpr (std::is_same_v<To, From>) {
+    if (dst.device() == src.device()) {
+      dst.view() = src;
+      return;
+    }
+  }
+  if (!dst.is_contiguous() || !src.is_contiguous())
+    throw shape_error(detail::cat("copy: between devices, source (strides ", src.strides(),
+                                  ") and destination (strides ", dst.strides(),
+                                  ") must be contiguous"));
+  if constexpr (std::is_same_v<To, From>) {
+    executor<To>::copy(dst, src);
+  } else if constexpr (From::host_accessible && To::host_accessible) {
+    dst.view() = to<To>(src);
+  } else if constexpr (From::host_accessible) {
+    executor<To>::copy_from_host(dst, src.data());
+  } else if constexpr (To::host_accessible) {
+    executor<From>::copy_to_host(dst.data(), src);
+  } else {
+    meld::copy(dst, to<cpu<>>(src));  // between device backends: through the host
+  }
+}
+
 }  // namespace meld

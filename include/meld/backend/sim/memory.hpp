@@ -269,6 +269,12 @@ struct memory<sim<Policy>> {
   }
   static int device_count() { return detail::sim_device_count(); }
   static int current_device() { return detail::sim_current_device; }
+  // The host address of sim device memory p: the accessor that communicators use to move sim
+  // tensors in place, device to device (as NCCL moves GPU memory), never for host code.
+  template <class T>
+  static T* host_alias(T* p) {
+    return detail::sim_host(p);
+  }
   static void set_current_device(int device) {
     if (device < 0 || device >= device_count())
       throw std::invalid_argument(detail::cat("meld::sim: device ", device, " does not exist (",

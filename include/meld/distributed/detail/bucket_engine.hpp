@@ -61,7 +61,7 @@ class bucket_engine {
     const auto& buckets = plan_->buckets;
     for (std::size_t b = 0; b < buckets.size(); ++b) {
       pack(params, b, /*grads=*/false);
-      comm.broadcast(as_span(data_[b]), 0);
+      comm.broadcast(data_[b], 0);
       const gradient_bucket& bk = buckets[b];
       for (std::size_t i = 0; i < bk.params.size(); ++i) {
         tensor_type& p = *params[static_cast<std::size_t>(bk.params[i])].param;
@@ -121,11 +121,11 @@ class bucket_engine {
 
  private:
   using request_type =
-      decltype(std::declval<Comm&>().allreduce_async(std::declval<std::span<T>>(), reduce_op::sum));
+      decltype(std::declval<Comm&>().allreduce_async(std::declval<tensor_type&>(), reduce_op::sum));
 
   void launch(Comm& comm, params_view params, std::size_t b) {
     pack(params, b, /*grads=*/true);
-    requests_[b] = comm.allreduce_async(as_span(data_[b]), reduce_op::sum);
+    requests_[b] = comm.allreduce_async(data_[b], reduce_op::sum);
   }
 
   void pack(params_view params, std::size_t b, bool grads) {

@@ -1,0 +1,177 @@
+// data_parallel on the simulated device, as it would run on GPUs: replica r on sim device r, the
+// shards and rank 0's parameters moved device to device, the gradient buckets allreduced in place
+// on the devices (thread_comm through sim's host alias, as NCCL on GPU memory) while backward
+// runs, and no host transfer in a step but the loss that is logged. Checked against one CPU
+// worker training on the full batch; sim<async> runs under ThreadSanitizer in CI.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <meld/distributed/data_parallel.hpp>
+#include <meld/distributed/thread_comm.hpp>
+#include <meld/nn/nn.hpp>
+
+#include "catch.hpp"
+
+namespace {
+
+namespace nn = meld::nn;
+using meld::index_t;
+
+template <class B>
+auto make_net() {
+  auto net =
+      nn::sequential(nn::linear<float, B>(6, 12), nn::relu<float, B>(), nn::linear<float, B>(12, 8),
+                     nn::tanh<float, B>(), nn::linear<float, B>(8, 4));
+  nn::initialize(net, nn::kaiming_uniform{}, 3);
+  return net;
+}
+
+// Every parameter of a model, on the host.
+template <class M>
+std::vector<meld::tensor<float>> host_parameters(M& m) {
+  std::vector<meld::tensor<float>> out;
+  m.visit_parameters(
+      [&](std::string_view, auto& p, auto&) { out.push_back(meld::to<meld::cpu<>>(p)); });
+  return out;
+}
+
+void require_close(const std::vector<meld::tensor<float>>& got,
+                   const std::vector<meld::tensor<float>>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    REQUIRE(got[i].shape() == want[i].shape());
+    for (index_t e = 0; e < want[i].size(); ++e)
+      REQUIRE(got[i].data()[e] == Approx(want[i].data()[e]).margin(tol));
+  }
+}
+
+struct batch {
+  meld::tensor<float> x;
+  meld::tensor<std::int64_t> y;
+};
+batch make_batch(index_t n, std::uint64_t seed) {
+  return {meld::uniform<float>({n, 6}, -1.f, 1.f, seed),
+          meld::rng(seed + 1).integers<std::int64_t>({n}, 0, 4)};
+}
+
+meld::comm_options comm_opts() {
+  meld::comm_options o;
+  o.timeout = std::chrono::seconds(30);
+  o.slice_bytes = 128;
+  return o;
+}
+
+template <class B>
+void two_sim_devices_match_one_cpu_worker() {
+  constexpr int steps = 5;
+  // The reference: one CPU worker on the full batches.
+  auto ref = make_net<meld::cpu<>>();
+  meld::optim::sgd ref_opt(ref, {.lr = 0.2, .momentum = 0.9});
+  std::vector<double> ref_losses;
+  for (int s = 0; s < steps; ++s) {
+    const batch b = make_batch(29, 100 + static_cast<std::uint64_t>(s));
+    ref.zero_grad();
+    meld::tensor<float> g;
+    ref_losses.push_back(nn::cross_entropy(ref.forward(b.x), b.y, g));
+    ref.backward(g);
+    ref_opt.step();
+  }
+
+  // Two workers on sim devices 0 and 1, the batch on device 0.
+  auto model = make_net<B>();
+  meld::thread_group group(2, comm_opts());
+  meld::data_parallel dp(model, group, {.bucket_bytes = 256});
+  REQUIRE(dp.buckets().size() > 2);
+  bool on_device_1 = true;
+  dp.replica(1).visit_parameters(
+      [&](std::string_view, auto& p, auto&) { on_device_1 = on_device_1 && p.device() == 1; });
+  REQUIRE(on_device_1);
+  meld::optim::sgd opt(model, {.lr = 0.2, .momentum = 0.9});
+  for (int s = 0; s < steps; ++s) {
+    const batch b = make_batch(29, 100 + static_cast<std::uint64_t>(s));  // shards of 14 and 15
+    const meld::tensor<float, B> x = meld::to<B>(b.x);
+    const meld::tensor<std::int64_t, B> y = meld::to<B>(b.y);
+    const double loss = dp.step(x, y, nn::cross_entropy);
+    REQUIRE(loss == Approx(ref_losses[static_cast<std::size_t>(s)]).epsilon(1e-5));
+    // Every bucket's allreduce started while backward was running.
+    REQUIRE(dp.last_timing().buckets_during_backward == dp.last_timing().buckets);
+    opt.step();
+  }
+  require_close(host_parameters(model), host_parameters(ref), 2e-5);
+  // The replica on device 1 took rank 0's parameters at the start of the last step.
+  dp.step(meld::to<B>(make_batch(4, 1).x), meld::to<B>(make_batch(4, 1).y), nn::cross_entropy);
+  const auto p0 = host_parameters(model), p1 = host_parameters(dp.replica(1));
+  for (std::size_t i = 0; i < p0.size(); ++i)
+    REQUIRE(std::equal(p0[i].begin(), p0[i].end(), p1[i].begin(), p1[i].end()));
+}
+
+template <class B>
+void a_step_reads_nothing_back_but_the_logged_loss() {
+  auto model = make_net<B>();
+  meld::thread_group group(2, comm_opts());
+  meld::data_parallel dp(model, group, {.bucket_bytes = 256});
+  meld::optim::sgd opt(model, {.lr = 0.1, .momentum = 0.9, .nesterov = true});
+  std::vector<meld::tensor<float, B>> xs;
+  std::vector<meld::tensor<std::int64_t, B>> ys;
+  for (int s = 0; s < 4; ++s) {
+    const batch b = make_batch(32, 7 + static_cast<std::uint64_t>(s));
+    xs.push_back(meld::to<B>(b.x));
+    ys.push_back(meld::to<B>(b.y));
+  }
+  dp.step(xs[0], ys[0], nn::cross_entropy);  // warm-up: buffers and scratch exist from here on
+  opt.step();
+  meld::synchronize();
+  meld::reset_sim_transfers();
+  nn::loss_value<float, B> epoch_loss;
+  for (int s = 1; s < 4; ++s) {
+    epoch_loss += dp.step(xs[static_cast<std::size_t>(s)], ys[static_cast<std::size_t>(s)],
+                          nn::cross_entropy);
+    opt.step();
+  }
+  meld::synchronize();
+  const meld::transfer_counts during = meld::sim_transfers();
+  INFO("to host " << during.to_host_calls << " calls, to device " << during.to_device_calls);
+  REQUIRE(during.to_host_calls == 0);
+  REQUIRE(during.to_device_calls == 0);
+  REQUIRE(during.device_to_device_calls > 0);  // rank 1's shards and parameters
+  const double mean = epoch_loss;              // the logged value: one transfer
+  REQUIRE(meld::sim_transfers().to_host_calls == 1);
+  REQUIRE(std::isfinite(mean));
+  REQUIRE(epoch_loss.samples() == 96);
+}
+
+template <class B>
+void bad_class_indices_surface_when_the_loss_is_read() {
+  auto model = make_net<B>();
+  meld::thread_group group(2, comm_opts());
+  meld::data_parallel dp(model, group);
+  batch b = make_batch(10, 3);
+  b.y(7) = 4;  // 4 classes: 0..3
+  const auto loss = dp.step(meld::to<B>(b.x), meld::to<B>(b.y), nn::cross_entropy);
+  REQUIRE_THROWS_WITH(loss.get(), Catch::Matchers::Contains("1 class indices were outside [0, 4)"));
+}
+
+}  // namespace
+
+#if !defined(MELD_TEST_ASYNC_ONLY)
+TEST_CASE("data_parallel on two sim devices equals one CPU worker (sim<sync>)", "[sim][dist]") {
+  two_sim_devices_match_one_cpu_worker<meld::sim<meld::sync>>();
+}
+TEST_CASE("a data-parallel step on sim reads nothing back but the logged loss (sim<sync>)",
+          "[sim][dist]") {
+  a_step_reads_nothing_back_but_the_logged_loss<meld::sim<meld::sync>>();
+}
+TEST_CASE("class indices out of range throw when the sim loss is read (sim<sync>)", "[sim][dist]") {
+  bad_class_indices_surface_when_the_loss_is_read<meld::sim<meld::sync>>();
+}
+#endif
+
+TEST_CASE("data_parallel on two sim devices equals one CPU worker (sim<async>)",
+          "[sim][dist][async]") {
+  two_sim_devices_match_one_cpu_worker<meld::sim<meld::async>>();
+}
+TEST_CASE("a data-parallel step on sim reads nothing back but the logged loss (sim<async>)",
+          "[sim][dist][async]") {
+  a_step_reads_nothing_back_but_the_logged_loss<meld::sim<meld::async>>();
+}
