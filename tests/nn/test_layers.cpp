@@ -210,6 +210,30 @@ TEST_CASE("softmax cross-entropy matches a naive log-softmax and stays finite", 
   REQUIRE(nn::correct_predictions(big, tensor<std::int64_t>({2})) == 1);
 }
 
+TEST_CASE("cross-entropy keeps its precision for logits of any magnitude", "[nn]") {
+  // Logits s + {0, 0.5, 1} with target 0 (issue 13: the loss was 1.6875 at 1e6, 2.0 at 1e7 and
+  // 0 at 1e8). The reference takes the float logits exactly as stored and works in double.
+  for (float s : {0.f, 1e6f, 1e7f, 1e8f, -1e8f, 3e38f}) {
+    INFO("s = " << s);
+    tensor<float> z({1, 3});
+    z(0, 0) = s;
+    z(0, 1) = s + 0.5f;
+    z(0, 2) = s + 1.f;
+    const tensor<std::int64_t> t({1});  // class 0
+    const double m = std::max({double(z(0, 0)), double(z(0, 1)), double(z(0, 2))});
+    double sum = 0;
+    for (index_t j = 0; j < 3; ++j) sum += std::exp(double(z(0, j)) - m);
+    const double want = std::log(sum) - (double(z(0, 0)) - m);
+    tensor<float> grad;
+    const double loss = nn::cross_entropy(z, t, grad);
+    REQUIRE(loss == Approx(want).epsilon(1e-6));
+    // Each gradient row sums to 0 (softmax sums to 1, minus the one-hot).
+    REQUIRE(std::abs(double(grad(0, 0)) + grad(0, 1) + grad(0, 2)) < 1e-6);
+    for (index_t j = 0; j < 3; ++j)
+      REQUIRE(grad(0, j) == Approx(std::exp(double(z(0, j)) - m) / sum - (j == 0)).margin(1e-6));
+  }
+}
+
 TEST_CASE("sequential: names, order, modes, replicas, input gradient switch", "[nn]") {
   auto net = nn::sequential(nn::flatten<float>(), nn::linear<float>(12, 8), nn::relu<float>(),
                             nn::batch_norm<float>(8), nn::dropout<float>(0.5),
