@@ -4,14 +4,22 @@
 //
 //   train_fashion_mnist [--model mlp|lenet] [--epochs N] [--batch N] [--lr X] [--seed N]
 //                       [--threads N] [--optimizer sgd|adam] [--log FILE] [--data DIR]
-//                       [--limit N] [--workers K]
+//                       [--limit N] [--workers K] [--no-prefetch]
 //   mpirun -np K train_fashion_mnist --backend mpi [...]
 //
+// The backend is chosen when the example is compiled (MELD_EXAMPLE_BACKEND: CMake builds
+// train_fashion_mnist for the CPU, train_fashion_mnist_sim for the simulated device and, with
+// CUDA, train_fashion_mnist_cuda for a GPU, all from this file; MELD_EXAMPLE_BACKENDS picks them).
+// The data set stays on the host; each batch is gathered there while the previous step computes
+// (batch_pipeline.hpp) and copied to the device. A step reads nothing back on the host: the loss
+// and the correct predictions are added up on the device and read when they are printed.
+//
 // Every step goes through meld::data_parallel: K worker threads in this process (thread_comm;
-// K = 1 is plain single-worker training), or one worker per MPI process. The global batch is split
-// K ways and the gradients averaged, so the update is that of the whole batch; samples/s counts
-// all workers together. The same seed and worker and thread counts give the same numbers on every
-// run (initialization, shuffling, shards and every reduction are deterministic).
+// on a device backend worker r uses device r; K = 1 is plain single-worker training), or one
+// worker per MPI process. The global batch is split K ways and the gradients averaged, so the
+// update is that of the whole batch; samples/s counts all workers together. The same seed and
+// worker and thread counts give the same numbers on every run and on every backend
+// (initialization, shuffling, shards and every reduction are deterministic).
 // examples/plot_training.py turns the CSV into a PNG.
 #include <unistd.h>
 #include <algorithm>
@@ -23,22 +31,40 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <meld/dist.hpp>
 #include <meld/meld.hpp>
 #include <meld/nn/nn.hpp>
 
+#include "batch_pipeline.hpp"
 #include "fashion_mnist.hpp"
 
 namespace nn = meld::nn;
 using meld::index_t;
 using meld::tensor;
 
+#ifndef MELD_EXAMPLE_BACKEND
+#define MELD_EXAMPLE_BACKEND meld::cpu<>
+#endif
+#ifndef MELD_EXAMPLE_BACKEND_NAME
+#define MELD_EXAMPLE_BACKEND_NAME "cpu"
+#endif
+
 namespace {
+
+// Where this build trains: a compile-time choice, not a run-time switch.
+using backend = MELD_EXAMPLE_BACKEND;
+constexpr const char* backend_name = MELD_EXAMPLE_BACKEND_NAME;
+constexpr const char* policy_name =
+    std::is_same_v<backend::policy, meld::async> ? "asynchronous" : "synchronous";
+using device_tensor = tensor<float, backend>;
+using device_labels = tensor<std::int64_t, backend>;
 
 struct options {
   std::string model = "mlp";
@@ -53,6 +79,7 @@ struct options {
   index_t limit = 0;
   int workers = 1;
   std::string backend = "threads";
+  bool prefetch = true;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -62,7 +89,9 @@ struct options {
       "usage: train_fashion_mnist [--model mlp|lenet] [--epochs N] [--batch N] [--lr X]\n"
       "                           [--seed N] [--threads N] [--optimizer sgd|adam]\n"
       "                           [--log FILE.csv] [--data DIR] [--limit N]\n"
-      "                           [--workers K] [--backend threads|mpi]\n"
+      "                           [--workers K] [--backend threads|mpi] [--no-prefetch]\n"
+      "  built for the %s backend (%s); other builds: train_fashion_mnist (cpu),\n"
+      "  train_fashion_mnist_sim (the simulated device), train_fashion_mnist_cuda (a GPU)\n"
       "  --model      mlp (784-256-128-10, ReLU) or lenet (d2l's LeNet: two conv +\n"
       "               average-pooling layers, dense 128, 10); default mlp\n"
       "  --epochs     passes over the training set (default 10)\n"
@@ -78,8 +107,10 @@ struct options {
       "  --limit      train on the first N samples only (quick checks)\n"
       "  --workers    data-parallel worker threads (default 1)\n"
       "  --backend    threads (--workers K in this process) or mpi (one worker per\n"
-      "               process: mpirun -np K train_fashion_mnist --backend mpi)\n",
-      fashion_mnist::default_directory);
+      "               process: mpirun -np K train_fashion_mnist --backend mpi)\n"
+      "  --no-prefetch  gather each batch when it is needed, not while the previous\n"
+      "               step computes\n",
+      backend_name, policy_name, fashion_mnist::default_directory);
   std::exit(2);
 }
 
@@ -100,6 +131,10 @@ options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "-h" || flag == "--help") usage("");
+    if (flag == "--no-prefetch") {
+      o.prefetch = false;
+      continue;
+    }
     if (i + 1 >= argc)
       usage(flag == "--model" || flag.rfind("--", 0) == 0 ? flag + " needs a value"
                                                           : "unknown argument '" + flag + "'");
@@ -135,9 +170,8 @@ options parse(int argc, char** argv) {
     } else if (flag == "--backend") {
       if (v != "threads" && v != "mpi") {
         if (v == "nccl")
-          usage(
-              "--backend nccl: this example's layers run on the CPU backend; meld::nccl_comm "
-              "needs a model whose tensors live on a CUDA device");
+          usage(std::string("--backend nccl: this build trains on the ") + backend_name +
+                " backend; meld::nccl_comm moves CUDA tensors: use train_fashion_mnist_cuda");
         usage("--backend must be threads or mpi, not '" + v + "'");
       }
       o.backend = v;
@@ -152,17 +186,21 @@ options parse(int argc, char** argv) {
 
 // The MLP of the issue: 784-256-128-10 with ReLU.
 auto make_mlp() {
-  return nn::sequential(nn::flatten<float>(), nn::linear<float>(784, 256), nn::relu<float>(),
-                        nn::linear<float>(256, 128), nn::relu<float>(), nn::linear<float>(128, 10));
+  using B = backend;
+  return nn::sequential(nn::flatten<float, B>(), nn::linear<float, B>(784, 256),
+                        nn::relu<float, B>(), nn::linear<float, B>(256, 128), nn::relu<float, B>(),
+                        nn::linear<float, B>(128, 10));
 }
 
 // The LeNet of d2l's multi-GPU chapter: conv 3x3 (20) - ReLU - avg pool 2 - conv 5x5 (50) -
 // ReLU - avg pool 2 - dense 128 - ReLU - dense 10.
 auto make_lenet() {
-  return nn::sequential(nn::conv2d<float>(1, 20, 3), nn::relu<float>(), nn::avg_pool2d<float>(2),
-                        nn::conv2d<float>(20, 50, 5), nn::relu<float>(), nn::avg_pool2d<float>(2),
-                        nn::flatten<float>(), nn::linear<float>(800, 128), nn::relu<float>(),
-                        nn::linear<float>(128, 10));
+  using B = backend;
+  return nn::sequential(nn::conv2d<float, B>(1, 20, 3), nn::relu<float, B>(),
+                        nn::avg_pool2d<float, B>(2), nn::conv2d<float, B>(20, 50, 5),
+                        nn::relu<float, B>(), nn::avg_pool2d<float, B>(2), nn::flatten<float, B>(),
+                        nn::linear<float, B>(800, 128), nn::relu<float, B>(),
+                        nn::linear<float, B>(128, 10));
 }
 
 // A permutation of [0, n) from a seeded stream (Fisher-Yates).
@@ -176,22 +214,6 @@ std::vector<index_t> shuffled(index_t n, std::uint64_t seed) {
     std::swap(p[i], p[std::min(j, i)]);
   }
   return p;
-}
-
-// Copies samples order[first, first + count) of the data set into a batch.
-void gather(const fashion_mnist::dataset& d, const std::vector<index_t>& order, index_t first,
-            index_t count, tensor<float>& images, tensor<std::int64_t>& labels) {
-  constexpr index_t pixels = fashion_mnist::rows * fashion_mnist::cols;
-  if (images.shape()[0] != count) {
-    images =
-        tensor<float>({count, 1, fashion_mnist::rows, fashion_mnist::cols}, meld::uninitialized);
-    labels = tensor<std::int64_t>({count}, meld::uninitialized);
-  }
-  for (index_t i = 0; i < count; ++i) {
-    const index_t s = order[first + i];
-    std::memcpy(images.data() + i * pixels, d.images.data() + s * pixels, pixels * sizeof(float));
-    labels.data()[i] = d.labels.data()[s];
-  }
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -209,25 +231,58 @@ std::string format_duration(double s) {
   return buf;
 }
 
-// Accuracy of the model on a data set, in evaluation mode, in batches.
+// Correct predictions added up on the devices, one count per device (data_parallel's workers run
+// the loss concurrently, each on its own device, or several on one: hence the lock around the
+// enqueueing). Read once, when it is printed.
+class correct_counter {
+ public:
+  correct_counter() : counts_(static_cast<std::size_t>(meld::device_count<backend>())) {}
+  void add(const device_tensor& logits, const device_labels& targets) {
+    device_labels c = nn::correct_count(logits, targets);
+    std::lock_guard lock(mutex_);
+    auto& total = counts_[static_cast<std::size_t>(logits.device())];
+    if (total.size() == 0)
+      total = std::move(c);
+    else
+      total += c;
+  }
+  // The sum over the devices (one transfer each), and a fresh start.
+  std::int64_t take() {
+    std::int64_t sum = 0;
+    for (auto& c : counts_) {
+      if (c.size()) sum += meld::to<meld::cpu<>>(c)(0);
+      c = device_labels();
+    }
+    return sum;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<device_labels> counts_;
+};
+
+// Accuracy of the model on a data set, in evaluation mode, in batches copied to the device.
 template <class Model>
 double accuracy(Model& model, const fashion_mnist::dataset& d) {
   model.train(false);
   constexpr index_t batch = 256;  // activations stay small enough to be reused, not re-faulted
-  std::int64_t correct = 0;
+  correct_counter correct;
   for (index_t first = 0; first < d.size(); first += batch) {
     const index_t count = std::min(batch, d.size() - first);
-    const tensor<float> images(d.images.slice(meld::range(first, first + count)));
-    const tensor<std::int64_t> labels(d.labels.slice(meld::range(first, first + count)));
-    correct += nn::correct_predictions(model.forward(images), labels);
+    const device_tensor images =
+        meld::to<backend>(tensor<float>(d.images.slice(meld::range(first, first + count))));
+    const device_labels labels =
+        meld::to<backend>(tensor<std::int64_t>(d.labels.slice(meld::range(first, first + count))));
+    correct.add(model.forward(images), labels);
   }
   model.train(true);
-  return static_cast<double>(correct) / static_cast<double>(d.size());
+  return static_cast<double>(correct.take()) / static_cast<double>(d.size());
 }
 
 // The training loop, the same for every backend. dp is a meld::data_parallel over `model` (this
 // process's replica); sum_over_processes adds a number over the processes (identity with
-// threads); only the leader prints and logs.
+// threads); only the leader prints and logs. The loss and the correct predictions stay on the
+// device: they are read when progress is printed (a few times per epoch) and at each epoch's end.
 template <class DP, class Model, class Optimizer, class SumOverProcesses>
 int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, const options& o,
           const fashion_mnist::dataset& train_set, const fashion_mnist::dataset& test_set,
@@ -242,37 +297,37 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
   const index_t n = train_set.size();
   const index_t batches = (n + o.batch - 1) / o.batch;
   const index_t total_batches = batches * o.epochs;
-  tensor<float> images({0});
-  tensor<std::int64_t> labels({0});
+  fashion_mnist::batch_pipeline pipeline(train_set, o.batch, o.prefetch);
   // The loss each worker runs on its shard: softmax cross-entropy, counting correct predictions
-  // on the way (workers are threads: an atomic count).
-  std::atomic<std::int64_t> correct{0};
-  const auto loss = [&correct](const tensor<float>& logits, const tensor<std::int64_t>& targets,
-                               tensor<float>& grad) {
-    correct += nn::correct_predictions(logits, targets);
+  // on the way (on the device).
+  correct_counter correct;
+  const auto loss = [&correct](const device_tensor& logits, const device_labels& targets,
+                               device_tensor& grad) {
+    correct.add(logits, targets);
     return nn::cross_entropy(logits, targets, grad);
   };
   double train_seconds = 0, test_acc = 0;
   index_t trained = 0;
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     const auto epoch_start = std::chrono::steady_clock::now();
-    const std::vector<index_t> order =
-        shuffled(n, o.seed * 1000003 + static_cast<std::uint64_t>(epoch));
-    double loss_sum = 0, epoch_train = 0, last_report = 0;
-    correct = 0;
+    pipeline.start_epoch(shuffled(n, o.seed * 1000003 + static_cast<std::uint64_t>(epoch)));
+    typename DP::loss_type epoch_loss;
+    double epoch_train = 0, last_report = 0;
+    index_t done = 0;
     for (index_t b = 0; b < batches; ++b) {
       if (cosine) {  // cosine decay over the whole run, per step
         const double progress = static_cast<double>((epoch - 1) * batches + b) / total_batches;
         opt.set_lr(base_lr * 0.5 * (1 + std::cos(3.141592653589793 * progress)));
       }
       const auto step_start = std::chrono::steady_clock::now();
-      const index_t first = b * o.batch, count = std::min(o.batch, n - first);
-      gather(train_set, order, first, count, images, labels);
+      const auto& batch = pipeline.next();  // gathered while the last step computed
+      const device_tensor images = meld::to<backend>(batch.images);
+      const device_labels labels = meld::to<backend>(batch.labels);
       // Shards, forward and backward on every worker, gradients averaged over the whole batch.
-      loss_sum += dp.step(images, labels, loss) * static_cast<double>(count);
+      epoch_loss += dp.step(images, labels, loss);
       opt.step();
       epoch_train += seconds_since(step_start);
-      const index_t done = first + count;
+      done += batch.labels.size();
       // Progress: in place on a terminal, four lines per epoch otherwise.
       const bool report =
           leader && (tty ? (epoch_train - last_report > 0.25 || b + 1 == batches)
@@ -283,19 +338,21 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
         const double left =
             (static_cast<double>(n - done) + static_cast<double>(n) * (o.epochs - epoch)) / rate;
         std::fprintf(stderr, "%sepoch %d/%d  %3d%%  loss %.4f  %.0f samples/s  %s left%s",
-                     tty ? "\r" : "", epoch, o.epochs, int(100 * done / n),
-                     loss_sum / static_cast<double>(done), rate, format_duration(left).c_str(),
-                     tty ? "   " : "\n");
+                     tty ? "\r" : "", epoch, o.epochs, int(100 * done / n), epoch_loss.get(), rate,
+                     format_duration(left).c_str(), tty ? "   " : "\n");
         std::fflush(stderr);
       }
     }
     if (tty) std::fprintf(stderr, "\n");
+    // The step time includes the device's work: wait for it before stopping the clock.
+    meld::synchronize();
+    epoch_train = seconds_since(epoch_start);
     train_seconds += epoch_train;
     trained += n;
-    test_acc = accuracy(model, test_set);
-    const double train_loss = loss_sum / static_cast<double>(n);
+    const double train_loss = epoch_loss.get();
     const double train_acc =
-        sum_over_processes(static_cast<double>(correct.load())) / static_cast<double>(n);
+        sum_over_processes(static_cast<double>(correct.take())) / static_cast<double>(n);
+    test_acc = accuracy(model, test_set);
     const double rate = static_cast<double>(n) / epoch_train, took = seconds_since(epoch_start);
     if (!leader) continue;
     std::printf(
