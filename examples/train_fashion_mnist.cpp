@@ -39,6 +39,9 @@
 #include <vector>
 
 #include <meld/dist.hpp>
+#if defined(MELD_WITH_NCCL)
+#include <meld/distributed/nccl_comm.hpp>
+#endif
 #include <meld/meld.hpp>
 #include <meld/nn/nn.hpp>
 
@@ -65,6 +68,9 @@ constexpr const char* policy_name =
     std::is_same_v<backend::policy, meld::async> ? "asynchronous" : "synchronous";
 using device_tensor = tensor<float, backend>;
 using device_labels = tensor<std::int64_t, backend>;
+// Whether the host communicators (thread_comm, mpi_comm) reach the backend's memory (cpu, sim);
+// a CUDA build moves gradients with NCCL instead.
+constexpr bool host_comms = meld::detail::dist::host_reachable<backend>;
 
 struct options {
   std::string model = "mlp";
@@ -78,7 +84,7 @@ struct options {
   std::string data = fashion_mnist::default_directory;
   index_t limit = 0;
   int workers = 1;
-  std::string backend = "threads";
+  std::string backend = host_comms ? "threads" : "nccl";
   bool prefetch = true;
 };
 
@@ -106,8 +112,10 @@ struct options {
       "  --data       directory of the four gzip IDX files (default %s)\n"
       "  --limit      train on the first N samples only (quick checks)\n"
       "  --workers    data-parallel worker threads (default 1)\n"
-      "  --backend    threads (--workers K in this process) or mpi (one worker per\n"
-      "               process: mpirun -np K train_fashion_mnist --backend mpi)\n"
+      "  --backend    threads (--workers K in this process), mpi (one worker per\n"
+      "               process: mpirun -np K train_fashion_mnist --backend mpi) or, in\n"
+      "               the cuda build, nccl (--workers K threads over K GPUs, or one\n"
+      "               process per GPU under mpirun)\n"
       "  --no-prefetch  gather each batch when it is needed, not while the previous\n"
       "               step computes\n",
       backend_name, policy_name, fashion_mnist::default_directory);
@@ -168,19 +176,23 @@ options parse(int argc, char** argv) {
     } else if (flag == "--workers") {
       o.workers = parse_int<int>(flag, v, 1, 64);
     } else if (flag == "--backend") {
-      if (v != "threads" && v != "mpi") {
-        if (v == "nccl")
-          usage(std::string("--backend nccl: this build trains on the ") + backend_name +
-                " backend; meld::nccl_comm moves CUDA tensors: use train_fashion_mnist_cuda");
-        usage("--backend must be threads or mpi, not '" + v + "'");
-      }
+      if (v != "threads" && v != "mpi" && v != "nccl")
+        usage("--backend must be threads, mpi or nccl, not '" + v + "'");
+      if (v == "nccl" && host_comms)
+        usage(std::string("--backend nccl: this build trains on the ") + backend_name +
+              " backend; meld::nccl_comm moves CUDA tensors: use train_fashion_mnist_cuda");
+      if (v != "nccl" && !host_comms)
+        usage("--backend " + v + ": thread_comm and mpi_comm move host memory; the " +
+              backend_name +
+              " build moves gradients with --backend nccl (K threads over K "
+              "GPUs, or one process per GPU under mpirun)");
       o.backend = v;
     } else {
       usage("unknown option '" + flag + "'");
     }
   }
   if (o.backend == "mpi" && o.workers != 1)
-    usage("--workers is for --backend threads; under mpi the worker count is mpirun's -np");
+    usage("--workers is for --backend threads or nccl; under mpi the worker count is mpirun's -np");
   return o;
 }
 
@@ -388,29 +400,101 @@ int with_optimizer(DP& dp, Model& model, const options& o, const fashion_mnist::
   return train(dp, model, opt, lr, true, o, train_set, test_set, sum, leader);
 }
 
-template <class Model>
-int run(Model model, const options& o, const fashion_mnist::dataset& train_set,
-        const fashion_mnist::dataset& test_set) {
+// The model on this build's backend, initialized from the seed (the same on every worker).
+template <class Make>
+auto make_model(const Make& make, const options& o) {
+  auto model = make();
   nn::initialize(model, nn::kaiming_uniform{}, o.seed);
   model.requires_input_grad(false);  // the data needs no gradient
-  if (o.backend == "mpi") {
-#if defined(MELD_WITH_MPI)
-    meld::mpi_comm comm;                  // MPI_COMM_WORLD: one worker per process
+  return model;
+}
+
+#if defined(MELD_WITH_NCCL)
+// A CUDA build: one NCCL rank per GPU, each training its own replica in process mode (the
+// data-parallel step keeps each rank's shard of the global batch): K threads of this process
+// over K GPUs, or under mpirun one process per GPU (the NCCL id travels over MPI). Host numbers
+// (the correct predictions) are summed over a host communicator beside.
+template <class Make>
+int run_nccl(const Make& make, const options& o, const fashion_mnist::dataset& train_set,
+             const fashion_mnist::dataset& test_set, bool under_mpi) {
+  const int gpus = meld::device_count<backend>();
+  auto one = [&](meld::nccl_comm& comm, auto&& sum, bool leader) {
+    meld::device_guard<backend> on(comm.device());
+    auto model = make_model(make, o);
     meld::data_parallel dp(model, comm);  // checks the shapes, broadcasts rank 0's parameters
-    const auto sum = [&comm](double x) {
-      comm.allreduce(std::span<double>(&x, 1));
-      return x;
-    };
-    return with_optimizer(dp, model, o, train_set, test_set, sum, comm.rank() == 0);
-#else
-    throw std::runtime_error(
-        "--backend mpi: this build has no MPI (configure with -DMELD_ENABLE_MPI=ON)");
-#endif
+    return with_optimizer(dp, model, o, train_set, test_set, sum, leader);
+  };
+#if defined(MELD_WITH_MPI)
+  if (under_mpi) {
+    meld::mpi_comm host;
+    meld::nccl_comm comm(host, host.rank() % gpus);  // ranks of one machine share its GPUs
+    return one(
+        comm,
+        [&host](double x) {
+          host.allreduce(std::span<double>(&x, 1));
+          return x;
+        },
+        host.rank() == 0);
   }
-  meld::thread_group group(o.workers);   // K ranks of a thread_comm, one thread each
-  meld::data_parallel dp(model, group);  // rank 0 trains `model`; 1..K-1 hold replicas
-  return with_optimizer(
-      dp, model, o, train_set, test_set, [](double x) { return x; }, true);
+#else
+  (void)under_mpi;
+#endif
+  if (o.workers > gpus)
+    throw std::runtime_error(meld::detail::cat("--workers ", o.workers, ": NCCL needs a GPU per ",
+                                               "rank, and ", gpus, " are visible"));
+  ncclUniqueId id{};
+  if (ncclGetUniqueId(&id) != ncclSuccess) throw std::runtime_error("ncclGetUniqueId failed");
+  meld::thread_group host(o.workers);  // host numbers between the worker threads
+  int status = 0;
+  host.run([&](meld::thread_comm& hc) {
+    meld::nccl_comm comm(o.workers, hc.rank(), id, hc.rank());
+    const int s = one(
+        comm,
+        [&hc](double x) {
+          hc.allreduce(std::span<double>(&x, 1));
+          return x;
+        },
+        hc.rank() == 0);
+    if (hc.rank() == 0) status = s;
+  });
+  return status;
+}
+#endif
+
+template <class Make>
+int run(const Make& make, const options& o, const fashion_mnist::dataset& train_set,
+        const fashion_mnist::dataset& test_set, bool under_mpi) {
+  if constexpr (!host_comms) {
+#if defined(MELD_WITH_NCCL)
+    return run_nccl(make, o, train_set, test_set, under_mpi);
+#else
+    (void)make, (void)train_set, (void)test_set, (void)under_mpi;
+    throw std::runtime_error(std::string("the ") + backend_name +
+                             " build moves gradients with NCCL, and this build has none "
+                             "(configure with -DMELD_ENABLE_NCCL=ON)");
+#endif
+  } else {
+    (void)under_mpi;
+    auto model = make_model(make, o);
+    if (o.backend == "mpi") {
+#if defined(MELD_WITH_MPI)
+      meld::mpi_comm comm;                  // MPI_COMM_WORLD: one worker per process
+      meld::data_parallel dp(model, comm);  // checks the shapes, broadcasts rank 0's parameters
+      const auto sum = [&comm](double x) {
+        comm.allreduce(std::span<double>(&x, 1));
+        return x;
+      };
+      return with_optimizer(dp, model, o, train_set, test_set, sum, comm.rank() == 0);
+#else
+      throw std::runtime_error(
+          "--backend mpi: this build has no MPI (configure with -DMELD_ENABLE_MPI=ON)");
+#endif
+    }
+    meld::thread_group group(o.workers);   // K ranks of a thread_comm, one thread each
+    meld::data_parallel dp(model, group);  // rank 0 trains `model`; 1..K-1 hold replicas
+    return with_optimizer(
+        dp, model, o, train_set, test_set, [](double x) { return x; }, true);
+  }
 }
 
 }  // namespace
@@ -419,8 +503,10 @@ int main(int argc, char** argv) {
   const options o = parse(argc, argv);
   try {
 #if defined(MELD_WITH_MPI)
+    // --backend mpi, or nccl under mpirun (Open MPI's or a PMI launcher's variables say so).
+    const bool launched_by_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE");
     std::optional<meld::mpi_session> mpi;
-    if (o.backend == "mpi") mpi.emplace(argc, argv);
+    if (o.backend == "mpi" || (o.backend == "nccl" && launched_by_mpirun)) mpi.emplace(argc, argv);
     int processes = 1, rank = 0;
     if (mpi) {
       MPI_Comm_size(MPI_COMM_WORLD, &processes);
@@ -428,6 +514,7 @@ int main(int argc, char** argv) {
     }
 #else
     const int processes = 1, rank = 0;
+    const bool mpi = false;
 #endif
     // Each worker is one CPU "device": the cores are divided among the workers (this assumes the
     // processes of an MPI run share one machine; set --threads or MELD_NUM_THREADS otherwise).
@@ -455,8 +542,9 @@ int main(int argc, char** argv) {
           static_cast<unsigned long long>(o.seed), workers, workers == 1 ? "" : "s",
           o.backend.c_str(), meld::num_threads(), meld::num_threads() == 1 ? "" : "s");
     std::fflush(stdout);
-    if (o.model == "mlp") return run(make_mlp(), o, train_set, test_set);
-    return run(make_lenet(), o, train_set, test_set);
+    const bool under_mpi = static_cast<bool>(mpi);
+    if (o.model == "mlp") return run(make_mlp, o, train_set, test_set, under_mpi);
+    return run(make_lenet, o, train_set, test_set, under_mpi);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "train_fashion_mnist: error: %s\n", e.what());

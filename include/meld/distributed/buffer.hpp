@@ -6,7 +6,9 @@
 //     the host can alias (memory<B>::host_alias: sim's readable mapping, what peer access is to
 //     NCCL on GPUs) are moved in place, device to device, never copied to the host; a device
 //     backend without an alias (CUDA) needs a device communicator.
-//   device memory (nccl_comm): std::span over device memory (the caller vouches for it).
+//   device memory (nccl_comm): tensors and contiguous views of a backend it declares
+//     (device_comm_backend: cuda), moved in place and ordered by the storage's events; or
+//     std::span over device memory (the caller vouches for it).
 // A communicator that reaches another kind of memory, or a tensor of a device backend, is one
 // more case of to_buffer (and of buffer_for), not a change of the communicators.
 #pragma once
@@ -36,24 +38,33 @@ class comm_buffer {
   /// The element type.
   using element_type = T;
 
-  /// size elements at data.
-  constexpr comm_buffer(T* data, std::size_t size) noexcept : data_(data), size_(size) {}
-  // A buffer of const elements from one of mutable elements.
+  /// size elements at data; `order`: the ordering state of the storage they belong to, for a
+  /// device communicator that enqueues on its own stream (access_tracking<B>::type*), or null.
+  constexpr comm_buffer(T* data, std::size_t size, void* order = nullptr) noexcept
+      : data_(data), size_(size), order_(order) {}
   /// A buffer of const elements from one of mutable elements.
   template <class U>
   requires(std::is_same_v<const U, T> &&
            !std::is_same_v<U, T>) constexpr comm_buffer(const comm_buffer<U>& b) noexcept
-      : data_(b.data()), size_(b.size()) {}
+      : data_(b.data()), size_(b.size()), order_(b.order()) {}
 
   /// The first element.
   constexpr T* data() const noexcept { return data_; }
   /// The number of elements.
   constexpr std::size_t size() const noexcept { return size_; }
+  /// The storage's ordering state (see the constructor), or null.
+  constexpr void* order() const noexcept { return order_; }
 
  private:
   T* data_;
   std::size_t size_;
+  void* order_;
 };
+
+/// Whether device communicators take tensors of backend B: its memory, and its ordering state in
+/// comm_buffer::order (nccl_comm.hpp says so for cuda).
+template <class B>
+inline constexpr bool device_comm_backend = false;
 
 }  // namespace meld
 
@@ -122,20 +133,39 @@ inline constexpr bool is_span = false;
 template <class T, std::size_t E>
 inline constexpr bool is_span<std::span<T, E>> = true;
 
+// A tensor or view of a backend whose memory device communicators move.
+template <class X>
+concept device_tensor_arg = requires(const X& x) {
+  typename X::backend_type;
+  x.raw_data();
+  x.storage_ptr();
+}
+&&device_comm_backend<typename X::backend_type>;
+
 // The arguments a communicator of memory M takes.
 template <class X, comm_memory M>
 concept buffer_for = (M == comm_memory::host && buffer<X>) ||
-                     (M == comm_memory::device && is_span<std::remove_cvref_t<X>>);
+                     (M == comm_memory::device && (is_span<std::remove_cvref_t<X>> ||
+                                                   device_tensor_arg<std::remove_cvref_t<X>>));
 
 // The one conversion from a collective's argument to what the communicator moves.
 template <comm_memory M, class X>
 requires buffer_for<X, M>
 auto to_buffer(X& x) {
+  using A = std::remove_cvref_t<X>;
   if constexpr (M == comm_memory::host) {
     const auto s = as_span(x);
     return comm_buffer<typename decltype(s)::element_type>(s.data(), s.size());
+  } else if constexpr (device_tensor_arg<A>) {
+    // In place on the device; the communicator orders its stream after the storage's work.
+    using E = std::remove_pointer_t<decltype(x.raw_data())>;
+    if (!x.is_contiguous())
+      throw shape_error(cat("collective: a view of shape ", x.shape(), " and strides ", x.strides(),
+                            " is not contiguous; copy it into a tensor first"));
+    void* order = x.storage_ptr() ? static_cast<void*>(&x.storage_ptr()->access()) : nullptr;
+    return comm_buffer<E>(x.raw_data(), static_cast<std::size_t>(x.size()), order);
   } else {
-    return comm_buffer<typename std::remove_cvref_t<X>::element_type>(x.data(), x.size());
+    return comm_buffer<typename A::element_type>(x.data(), x.size());
   }
 }
 

@@ -42,6 +42,9 @@ namespace meld {
 template <class Comm, comm_memory Memory = comm_memory::host>
 class collectives {
  public:
+  /// The memory the communicator's collectives move (host, or a device's).
+  static constexpr comm_memory memory_kind = Memory;
+
   /// Every rank ends with op over all ranks' buf.
   template <detail::dist::buffer_for<Memory> X>
   void allreduce(X&& buf, reduce_op op = reduce_op::sum) {

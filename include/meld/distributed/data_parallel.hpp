@@ -179,16 +179,21 @@ class data_parallel {
   loss_type step(const tensor_type& inputs, const Targets& targets, const Loss& loss) {
     const index_t n = check_batch(inputs, targets, "step");
     const int P = world_size();
+    // Every rank sees the whole batch: the sample counts are known without communicating.
+    check_usable();
+    if (window_start_) window_batches_ = 0;
+    const totals known{window_batches_ += static_cast<double>(n), static_cast<double>(n)};
     return run_step([&](worker& w, bool sync, bool fresh) {
       const int r = w.comm->rank();
       const index_t lo = detail::dist::part_begin(n, P, r),
                     hi = detail::dist::part_begin(n, P, r + 1);
       if (hi == lo)
-        return worker_step(w, w.x, static_cast<const Targets*>(nullptr), 0, loss, sync, fresh);
+        return worker_step(w, w.x, static_cast<const Targets*>(nullptr), 0, loss, sync, fresh,
+                           &known);
       take_rows(w.x, inputs, lo, hi);
       Targets& t = targets_cache<Targets>(w);
       take_rows(t, targets, lo, hi);
-      return worker_step(w, w.x, &t, hi - lo, loss, sync, fresh);
+      return worker_step(w, w.x, &t, hi - lo, loss, sync, fresh, &known);
     });
   }
 
@@ -219,7 +224,7 @@ class data_parallel {
         if (fresh) begin_window(w);
         refresh(w);
         w.loss = loss_type();
-        more = synchronize(w, 0, /*active=*/false, false, clock::now(), clock::now());
+        more = synchronize(w, 0, /*active=*/false, false, clock::now(), clock::now(), nullptr);
       });
       if (!more) return;
       window_start_ = true;
@@ -445,9 +450,15 @@ class data_parallel {
     w.window_samples = 0;
   }
 
+  // The samples of the window and of the step over every rank, where they are known without
+  // communicating.
+  struct totals {
+    double window, step;
+  };
+
   template <class Targets, class Loss>
   loss_type worker_step(worker& w, const tensor_type& x, const Targets* t, index_t n,
-                        const Loss& loss, bool sync, bool fresh) {
+                        const Loss& loss, bool sync, bool fresh, const totals* known = nullptr) {
     const auto t0 = clock::now();
     if (fresh) begin_window(w);
     w.window_samples += static_cast<double>(n);
@@ -468,7 +479,7 @@ class data_parallel {
           seconds(clock::now() - t0), seconds(t1 - t0), seconds(clock::now() - t1), 0, 0, 0};
       return std::move(w.loss);
     }
-    synchronize(w, n, /*active=*/true, n > 0, t0, t1);
+    synchronize(w, n, /*active=*/true, n > 0, t0, t1, known);
     return loss_type(tensor_type(w.loss_sums), w.counts[1], w.loss.classes());
   }
 
@@ -492,14 +503,28 @@ class data_parallel {
     }
   }
 
-  // The collective part of a synchronized step: the counts, then the buckets (launched during
-  // backward when the model reports ready gradients), then the averaged gradients. Returns
-  // whether any rank was active.
+  // The collective part of a synchronized step: the counts (unless `known`), the loss, then the
+  // buckets (launched during backward when the model reports ready gradients), then the averaged
+  // gradients. Returns whether any rank was active.
   bool synchronize(worker& w, index_t n, bool active, bool run_backward, clock::time_point t0,
-                   clock::time_point t1) {
+                   clock::time_point t1, const totals* known) {
     Comm& c = *w.comm;
-    w.counts = {w.window_samples, static_cast<double>(n), active ? 1.0 : 0.0};
-    auto counts_request = c.allreduce_async(std::span<double>(w.counts), reduce_op::sum);
+    std::optional<typename Comm::request> counts_request;
+    if (known) {
+      w.counts = {known->window, known->step, 1.0};
+    } else {
+      w.counts = {w.window_samples, static_cast<double>(n), active ? 1.0 : 0.0};
+      if constexpr (Comm::memory_kind == comm_memory::host) {
+        counts_request = c.allreduce_async(std::span<double>(w.counts), reduce_op::sum);
+      } else {  // a device communicator: the numbers go through a tensor on the device
+        tensor<double> host({3}, uninitialized);
+        for (int i = 0; i < 3; ++i) host(i) = w.counts[static_cast<std::size_t>(i)];
+        tensor<double, backend_type> on_device = meld::to<backend_type>(host);
+        c.allreduce(on_device, reduce_op::sum);
+        host = meld::to<cpu<>>(on_device);
+        for (int i = 0; i < 3; ++i) w.counts[static_cast<std::size_t>(i)] = host(i);
+      }
+    }
     stage_loss(w);
     auto loss_request = c.allreduce_async(w.loss_sums, reduce_op::sum);
     w.buckets->start();
@@ -524,7 +549,7 @@ class data_parallel {
     const auto t2 = clock::now();
     for (std::size_t i = 0; i < w.params.size(); ++i)
       w.buckets->mark_ready(c, w.params, static_cast<int>(i), /*during_backward=*/false);
-    counts_request.wait();
+    if (counts_request) counts_request->wait();
     loss_request.wait();
     w.buckets->wait();
     const auto t3 = clock::now();
@@ -598,6 +623,7 @@ class data_parallel {
   bool window_start_ = true;
   std::string failure_;
   step_timing timing_;
+  double window_batches_ = 0;  // step(): the samples of the current window's global batches
 };
 
 /// Deduces data_parallel<Model, Comm> from data_parallel(model, comm).

@@ -6,10 +6,12 @@
 //   gpus.allreduce(std::span<float>(device_ptr, n));       // enqueued on gpus.stream(), waited
 //   auto r = gpus.allreduce_async(grads);  ...;  r.wait(); // or keep enqueuing on the stream
 //
-// Buffers are spans over DEVICE memory (until meld's CUDA backend gives tensors with device
-// storage). Collectives are enqueued on the communicator's stream (one it creates, or the
-// caller's): later work on that stream sees the results without any host wait; wait() on a
-// request blocks the host until the collective has completed.
+// Buffers are meld::tensors (and contiguous views) of the CUDA backend, or spans over device
+// memory (the caller vouches for them). Collectives are enqueued on the communicator's stream (one
+// it creates, or the caller's). For tensors, events order it: the collective starts after the
+// work queued on the tensor (on any stream), and later meld work on the tensor waits for the
+// collective, on the GPU, without the host waiting; wait() on a request blocks the host until the
+// collective has completed.
 //
 // Never a hang: the NCCL communicator is non-blocking (ncclConfig_t::blocking = 0). Every wait
 // polls cudaEventQuery and ncclCommGetAsyncError against the timeout (default 10 minutes): an
@@ -36,9 +38,15 @@
 #include "collectives.hpp"
 #include "communicator.hpp"
 
+#include "../backend/cuda/memory.hpp"
+
 namespace meld {
 
 class nccl_comm;
+
+/// nccl_comm moves tensors of the CUDA backend in place (comm_buffer::order: their cuda_access).
+template <class Policy>
+inline constexpr bool device_comm_backend<cuda<Policy>> = true;
 
 namespace detail::dist {
 
@@ -186,6 +194,7 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
   nccl_request allreduce_impl(comm_buffer<T> buf, reduce_op op, bool) {
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allreduce,
                                                  static_cast<std::int64_t>(buf.size()), op);
+    const ordered o(stream_, nullptr, buf.order());
     return enqueue(call, [&] {
       return ncclAllReduce(buf.data(), buf.data(), buf.size(), detail::dist::nccl_type<T>(),
                            detail::dist::nccl_op(op), comm_, stream_);
@@ -197,6 +206,7 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
     const auto call =
         detail::dist::make_call<T>(++seq_, collective_kind::broadcast,
                                    static_cast<std::int64_t>(buf.size()), reduce_op::sum, root);
+    const ordered o(stream_, nullptr, buf.order());
     return enqueue(call, [&] {
       return ncclBroadcast(buf.data(), buf.data(), buf.size(), detail::dist::nccl_type<T>(), root,
                            comm_, stream_);
@@ -208,6 +218,7 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
                                    bool) {
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::reduce_scatter,
                                                  static_cast<std::int64_t>(out.size()), op);
+    const ordered o(stream_, in.order(), out.order());
     return enqueue(call, [&] {
       return ncclReduceScatter(in.data(), out.data(), out.size(), detail::dist::nccl_type<T>(),
                                detail::dist::nccl_op(op), comm_, stream_);
@@ -218,11 +229,38 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
   nccl_request allgather_impl(comm_buffer<const T> in, comm_buffer<T> out, bool) {
     const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allgather,
                                                  static_cast<std::int64_t>(in.size()));
+    const ordered o(stream_, in.order(), out.order());
     return enqueue(call, [&] {
       return ncclAllGather(in.data(), out.data(), in.size(), detail::dist::nccl_type<T>(), comm_,
                            stream_);
     });
   }
+
+  // Orders a collective on the communicator's stream around meld's work on the tensors it reads
+  // and writes (their cuda_access, from comm_buffer::order; null for spans): the stream first
+  // waits for their queued work, and once the collective is enqueued it is recorded as their last
+  // read or write, so that later work waits for it on the GPU.
+  class ordered {
+   public:
+    ordered(cudaStream_t s, void* read, void* written)
+        : s_(s),
+          read_(static_cast<detail::cuda_access*>(read)),
+          written_(static_cast<detail::cuda_access*>(written)) {
+      if (read_) read_->before(s_, false);
+      if (written_) written_->before(s_, true);
+    }
+    ~ordered() {
+      if (read_) read_->after(s_, false);
+      if (written_) written_->after(s_, true);
+    }
+    ordered(const ordered&) = delete;
+    ordered& operator=(const ordered&) = delete;
+
+   private:
+    cudaStream_t s_;
+    detail::cuda_access* read_;
+    detail::cuda_access* written_;
+  };
 
   // An allreduce of one integer in device scratch memory.
   nccl_request barrier_impl(bool) {

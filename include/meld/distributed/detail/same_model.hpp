@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "../../core/error.hpp"
+#include "../../tensor/convert.hpp"
 #include "../../tensor/tensor.hpp"
+#include "../buffer.hpp"
 #include "../communicator.hpp"
 
 namespace meld::detail::dist {
@@ -50,22 +52,42 @@ std::string describe_model(Model& m, std::size_t bucket_bytes) {
   return d;
 }
 
+// A collective on host numbers with any communicator: in place for a host communicator; through
+// a tensor on backend B (copied there and back) for a device communicator, which moves device
+// memory only. For the checks and counts that are not on a step's path.
+template <class B, class Comm, class F>
+void on_host_numbers(Comm& c, std::vector<std::int64_t>& numbers, F&& collective) {
+  if constexpr (Comm::memory_kind == comm_memory::host) {
+    collective(c, numbers);
+  } else {
+    tensor<std::int64_t> host({static_cast<index_t>(numbers.size())}, uninitialized);
+    std::memcpy(host.data(), numbers.data(), numbers.size() * sizeof(std::int64_t));
+    tensor<std::int64_t, B> device = meld::to<B>(host);
+    collective(c, device);
+    host = meld::to<cpu<>>(device);
+    std::memcpy(numbers.data(), host.data(), numbers.size() * sizeof(std::int64_t));
+  }
+}
+
 // Throws shape_error on every rank if the ranks' models (or bucket caps) differ (collective).
 template <class Comm, class Model>
 void check_same_model(Comm& c, Model& model, std::size_t bucket_bytes) {
+  using B = typename Model::backend_type;
   const std::string mine = describe_model(model, bucket_bytes);
-  std::vector<std::int64_t> hash{static_cast<std::int64_t>(fnv1a(mine))};
-  std::vector<std::int64_t> all(static_cast<std::size_t>(c.size()));
-  c.allgather(hash, all);
+  // Every rank's hash: an allgather done as an allreduce of one slot per rank (so that a device
+  // communicator needs one buffer, in place).
+  std::vector<std::int64_t> all(static_cast<std::size_t>(c.size()), 0);
+  all[static_cast<std::size_t>(c.rank())] = static_cast<std::int64_t>(fnv1a(mine));
+  on_host_numbers<B>(c, all, [](Comm& cc, auto& buf) { cc.allreduce(buf, reduce_op::sum); });
   std::vector<int> differ;
   for (int r = 0; r < c.size(); ++r)
     if (all[static_cast<std::size_t>(r)] != all[0]) differ.push_back(r);
   if (differ.empty()) return;
   std::vector<std::int64_t> length{static_cast<std::int64_t>(mine.size())};
-  c.broadcast(length, 0);
+  on_host_numbers<B>(c, length, [](Comm& cc, auto& buf) { cc.broadcast(buf, 0); });
   std::vector<std::int64_t> words(static_cast<std::size_t>((length[0] + 7) / 8));
   if (c.rank() == 0) std::memcpy(words.data(), mine.data(), mine.size());
-  c.broadcast(words, 0);
+  on_host_numbers<B>(c, words, [](Comm& cc, auto& buf) { cc.broadcast(buf, 0); });
   const std::string theirs(reinterpret_cast<const char*>(words.data()),
                            static_cast<std::size_t>(length[0]));
   std::string msg = cat("data_parallel: the ranks hold different models (", ranks_str(differ),
