@@ -298,7 +298,7 @@ HOST_TEST_CASE("the blocked kernel crosses every block boundary and edge tile", 
   }
 }
 
-HOST_TEST_CASE("matmul around the default block sizes", "[matmul]") {
+HOST_TEST_CASE("matmul around the default block sizes", "[matmul][big]") {
   thread_count_guard guard;
   auto run = [](auto zero) {
     using T = decltype(zero);

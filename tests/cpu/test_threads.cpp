@@ -26,7 +26,7 @@ TEST_CASE("MELD_NUM_THREADS and set_num_threads choose the pool size", "[cpu]") 
   REQUIRE_THROWS_AS(meld::set_num_threads(0), std::invalid_argument);
 }
 
-TEST_CASE("every size near the vector width and the parallel split", "[cpu]") {
+TEST_CASE("every size near the vector width and the parallel split", "[cpu][big]") {
   thread_count_guard guard;
   for (int threads : {1, 2, 3, 4}) {
     meld::set_num_threads(threads);
@@ -96,7 +96,7 @@ TEMPLATE_TEST_CASE("tails of every length and element type leave neighbours unto
 // Destinations of 16 MiB and more are written with non-temporal stores (executor.hpp,
 // stream_store_bytes): an unaligned start, a partial last batch, comparisons, broadcast rows and
 // doubles, on 1..3 threads, against the scalar reference.
-TEST_CASE("large destinations (streaming stores) get every element right", "[cpu]") {
+TEST_CASE("large destinations (streaming stores) get every element right", "[cpu][big]") {
   thread_count_guard guard;
   const index_t n = (index_t(16) << 20) / index_t(sizeof(float)) + 37;
   auto x = test::random_tensor<float>({n + 1}, 11);
