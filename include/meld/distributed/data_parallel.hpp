@@ -425,11 +425,16 @@ class data_parallel {
           meld::copy(*w.buffers[i], *workers_[0]->buffers[i]);
       });
     }
-    loss_type result;
+    // Synchronized, every rank returns the reduced loss of the whole batch (rank 0's is kept);
+    // inside no_sync, each local worker's shard loss, added up here.
+    std::vector<loss_type> parts(workers_.size());
     guarded([&](worker& w) {
-      loss_type l = per_worker(w, sync, fresh);
-      if (&w == workers_[0].get()) result = std::move(l);
+      for (std::size_t i = 0; i < workers_.size(); ++i)
+        if (workers_[i].get() == &w) parts[i] = per_worker(w, sync, fresh);
     });
+    loss_type result = std::move(parts[0]);
+    if (!sync)
+      for (std::size_t i = 1; i < parts.size(); ++i) result += parts[i];
     window_start_ = sync;
     timing_ = workers_[0]->timing;
     return result;
