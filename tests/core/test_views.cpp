@@ -1,6 +1,8 @@
 // Views (slice, transpose, permute, reshape, broadcast_to, squeeze, unsqueeze) on every backend:
 // their shapes and strides, the elements they see (read through host copies, and compared with
 // the same view of the host's copy), writes through them, and the storage they keep alive.
+#include <limits>
+
 #include "../backends.hpp"
 
 using meld::range;  // (meld::all stays qualified: nvcc declares a global all(bool))
@@ -75,6 +77,29 @@ BACKEND_TEST_CASE("bad slices throw shape_error naming the axis", "[core]") {
   REQUIRE_THROWS_AS(t.slice(meld::all, range(0, 3, 0)), meld::shape_error);
   REQUIRE_THROWS_AS(t.slice(0, 0, 0), meld::shape_error);
   REQUIRE_THROWS_AS(t.slice(range(-9)), meld::shape_error);
+}
+
+BACKEND_TEST_CASE("views whose element count overflows int64 are refused", "[core]") {
+  const meld::index_t big = (meld::index_t(1) << 62) + 1;
+  tensor<float, B> t({4});
+  // 4 x (2^62 + 1) wraps to 4: the view would write far outside the buffer.
+  REQUIRE_THROWS_WITH(t.reshape({4, big}),
+                      "reshape: the element count of shape {4, 4611686018427387905} overflows");
+  REQUIRE_THROWS_AS(t.reshape({big, 4, -1}), meld::shape_error);
+  tensor<float, B> empty({0});
+  REQUIRE_THROWS_AS(empty.reshape({0, big, 4}), meld::shape_error);
+  REQUIRE_THROWS_WITH(
+      t.broadcast_to({big, 4}),
+      "broadcast_to: the element count of shape {4611686018427387905, 4} overflows");
+  // Two broadcasts that fit alone but not together, in an expression: refused, not a sum over
+  // a wrapped element count.
+  tensor<float, B> one({1});
+  const auto rows = one.broadcast_to({1 << 30, 1, 1}), cols = one.broadcast_to({1 << 30, 1 << 30});
+  REQUIRE_THROWS_AS(test::value(meld::sum(rows + cols)), meld::shape_error);
+  REQUIRE_THROWS_AS((tensor<float, B>(rows * cols)), meld::shape_error);
+  // The largest views that fit are fine.
+  REQUIRE(one.broadcast_to({1 << 30, 1 << 30}).size() == meld::index_t(1) << 60);
+  REQUIRE(t.reshape({1, 4, 1}).shape() == shape_t{1, 4, 1});
 }
 
 BACKEND_TEST_CASE("transpose and permute", "[core]") {

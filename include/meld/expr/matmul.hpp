@@ -29,9 +29,11 @@ inline shape_t matmul_shape(const shape_t& a, const shape_t& b, const char* what
                           " columns, b has ", kb, " rows"));
   if (a.size() == 3 && b.size() == 3 && a[0] != b[0])
     throw shape_error(cat(what, ": batch sizes differ: ", a, " and ", b));
-  if (a.size() == 3) return shape_t{a[0], m, n};
-  if (b.size() == 3) return shape_t{b[0], m, n};
-  return shape_t{m, n};
+  const shape_t out = a.size() == 3   ? shape_t{a[0], m, n}
+                      : b.size() == 3 ? shape_t{b[0], m, n}
+                                      : shape_t{m, n};
+  checked_size(out, what);  // broadcast views can make m x n overflow
+  return out;
 }
 
 }  // namespace detail
