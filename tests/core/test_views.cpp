@@ -79,6 +79,32 @@ BACKEND_TEST_CASE("bad slices throw shape_error naming the axis", "[core]") {
   REQUIRE_THROWS_AS(t.slice(range(-9)), meld::shape_error);
 }
 
+BACKEND_TEST_CASE("slice steps of any size, INT64_MAX and INT64_MIN included", "[core]") {
+  constexpr meld::index_t hi = std::numeric_limits<meld::index_t>::max();
+  constexpr meld::index_t lo = std::numeric_limits<meld::index_t>::min();
+  auto t = iota<B>({4, 5});
+  const auto h = iota({4, 5});
+  // As numpy: a[:, 0:3:INT64_MAX] has one column, the first.
+  auto first = t.slice(meld::all, range(0, 3, hi));
+  REQUIRE(first.shape() == shape_t{4, 1});
+  test::check_elements(
+      first, [&](const index_list& i) { return h(i[0], 0); }, 0);
+  REQUIRE(t.slice(meld::all, range(4, 5, hi)).shape() == shape_t{4, 1});
+  REQUIRE(t.slice(meld::all, range(5, 5, hi)).shape() == shape_t{4, 0});
+  // a[::INT64_MIN] walks backwards from the last element: one row, the last.
+  auto last = t.slice(range::every(lo));
+  REQUIRE(last.shape() == shape_t{1, 5});
+  test::check_elements(
+      last, [&](const index_list& i) { return h(3, i[1]); }, 0);
+  REQUIRE(t.slice(meld::all, range(4, 0, lo)).shape() == shape_t{4, 1});
+  REQUIRE(test::host(t.slice(meld::all, range(4, 0, lo)))(2, 0) == h(2, 4));
+  REQUIRE(t.slice(meld::all, range(2, 2, lo)).shape() == shape_t{4, 0});
+  REQUIRE(t.slice(range(1, -1, hi - 1), range::every(lo + 1)).shape() == shape_t{1, 1});
+  // A step one short of the extent still takes two elements.
+  REQUIRE(t.slice(meld::all, range(0, 5, 4)).shape() == shape_t{4, 2});
+  REQUIRE(t.slice(meld::all, range::every(-4)).shape() == shape_t{4, 2});
+}
+
 BACKEND_TEST_CASE("views whose element count overflows int64 are refused", "[core]") {
   const meld::index_t big = (meld::index_t(1) << 62) + 1;
   tensor<float, B> t({4});
