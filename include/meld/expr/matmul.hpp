@@ -86,8 +86,9 @@ auto matmul(A&& a, B&& b) {
   return matmul_expr<decltype(ca), decltype(cb)>(std::move(ca), std::move(cb));
 }
 
-// c = alpha * a b + beta * c. c must have exactly the shape of matmul(a, b); it may not overlap
-// a or b. With beta == 0, c's old values are ignored (NaN included).
+// c = alpha * a b + beta * c. c must have exactly the shape of matmul(a, b). c may overlap a or b
+// (gemm(1, x, x, 0, x) is x = x x): an operand that overlaps c is copied first. With beta == 0,
+// c's old values are ignored (NaN included).
 template <class T, class A, class B, class C>
 requires expression<A> && expression<B>
 void gemm(T alpha, const A& a, const B& b, T beta, C&& c) {
