@@ -2,6 +2,7 @@
 // throws. The others must throw meld::comm_error naming the culprit within about twice the
 // timeout, never hang.
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -195,4 +196,74 @@ TEST_CASE("timeouts come from comm_options or MELD_COMM_TIMEOUT", "[dist]") {
   meld::comm_options bad;
   bad.timeout = std::chrono::milliseconds(-1);
   REQUIRE_THROWS_AS(meld::thread_group(2, bad), std::invalid_argument);
+}
+
+namespace {
+// Sets MELD_COMM_TIMEOUT for one scope.
+struct timeout_env {
+  explicit timeout_env(const char* value) { ::setenv("MELD_COMM_TIMEOUT", value, 1); }
+  ~timeout_env() { ::unsetenv("MELD_COMM_TIMEOUT"); }
+  timeout_env(const timeout_env&) = delete;
+  timeout_env& operator=(const timeout_env&) = delete;
+};
+
+// Rank 1 arrives 200 ms after rank 0: a collective that a timeout fails at once would throw.
+void late_arrival_completes(meld::thread_group& g) {
+  auto out = run_raw(g, [](meld::thread_comm& c) {
+    std::vector<float> buf(1000, 1.f);
+    if (c.rank() == 1) std::this_thread::sleep_for(200ms);
+    c.allreduce(buf);
+    if (buf[999] != 2.f) throw meld::comm_error(meld::comm_error::reason::backend, "wrong sum");
+  });
+  for (const auto& o : out) {
+    INFO(o.what);
+    REQUIRE_FALSE(o.threw);
+  }
+}
+}  // namespace
+
+TEST_CASE("huge, infinite and tiny timeouts: forever or clamped, never an overflow", "[dist]") {
+  using std::chrono::milliseconds;
+  SECTION("comm_options: milliseconds::max() waits forever") {
+    meld::comm_options o;
+    o.timeout = milliseconds::max();
+    meld::thread_group g(2, o);
+    REQUIRE(g.timeout() == meld::comm_options::forever);
+    late_arrival_completes(g);
+    o.timeout = meld::comm_options::forever;
+    REQUIRE(meld::thread_group(2, o).timeout() == meld::comm_options::forever);
+  }
+  SECTION("MELD_COMM_TIMEOUT: inf, none and 0 wait forever; 1e300 is clamped") {
+    for (const char* forever : {"inf", "INF", "none", "0", "1e300"}) {
+      INFO("MELD_COMM_TIMEOUT=" << forever);
+      timeout_env env(forever);
+      meld::thread_group g(2);
+      REQUIRE(g.timeout() == meld::comm_options::forever);
+      late_arrival_completes(g);
+    }
+  }
+  SECTION("MELD_COMM_TIMEOUT: below a millisecond rounds up to one") {
+    timeout_env env("1e-4");
+    REQUIRE(meld::thread_group(2).timeout() == milliseconds(1));
+    timeout_env env2("0.0015");
+    REQUIRE(meld::thread_group(2).timeout() == milliseconds(2));
+    timeout_env env3("2.5");
+    REQUIRE(meld::thread_group(2).timeout() == milliseconds(2500));
+    timeout_env env4("1e-400");  // (underflows to 0 in strtod: still tiny, not forever)
+    REQUIRE(meld::thread_group(2).timeout() == milliseconds(1));
+  }
+  SECTION("MELD_COMM_TIMEOUT: nonsense is refused with a message") {
+    for (const char* nonsense : {"", "abc", "-1", "nan", "-inf", "10s", "1e"}) {
+      INFO("MELD_COMM_TIMEOUT=" << nonsense);
+      timeout_env env(nonsense);
+      try {
+        meld::thread_group g(2);
+        FAIL("accepted");
+      } catch (const std::invalid_argument& e) {
+        INFO(e.what());
+        REQUIRE(contains(e.what(), std::string("MELD_COMM_TIMEOUT='") + nonsense + "'"));
+        REQUIRE(contains(e.what(), "inf"));
+      }
+    }
+  }
 }
