@@ -384,10 +384,15 @@ int main(int argc, char** argv) {
         fashion_mnist::load(o.data, fashion_mnist::split::train, o.limit);
     fashion_mnist::dataset test_set = fashion_mnist::load(o.data, fashion_mnist::split::test);
     // Standardize with the training set's mean and standard deviation.
-    const float mean = meld::mean(train_set.images);
-    const float stddev = std::sqrt(meld::mean(meld::square(train_set.images - mean)));
-    train_set.images = (train_set.images - mean) * (1.f / stddev);
-    test_set.images = (test_set.images - mean) * (1.f / stddev);
+    const fashion_mnist::standardization norm = fashion_mnist::standardization_of(train_set);
+    if (norm.constant && rank == 0)
+      std::fprintf(stderr,
+                   "train_fashion_mnist: warning: every training pixel is %g; the images are "
+                   "centred, not scaled (their standard deviation is 0), and there is nothing to "
+                   "learn from them\n",
+                   static_cast<double>(norm.mean));
+    fashion_mnist::standardize(train_set, norm);
+    fashion_mnist::standardize(test_set, norm);
     if (rank == 0)  // one report, from rank 0
       std::printf(
           "fashion-mnist: %lld training and %lld test images from %s (%.1fs); model %s, "
