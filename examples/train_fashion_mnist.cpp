@@ -360,10 +360,14 @@ int run(Model model, const options& o, const fashion_mnist::dataset& train_set,
 
 int main(int argc, char** argv) {
   const options o = parse(argc, argv);
+#if defined(MELD_WITH_MPI)
+  // Outside the try block: an error is printed before MPI ends (after a failed collective,
+  // finalizing can crash, and the message would be lost).
+  std::optional<meld::mpi_session> mpi;
+  if (o.backend == "mpi") mpi.emplace(argc, argv);
+#endif
   try {
 #if defined(MELD_WITH_MPI)
-    std::optional<meld::mpi_session> mpi;
-    if (o.backend == "mpi") mpi.emplace(argc, argv);
     int processes = 1, rank = 0;
     if (mpi) {
       MPI_Comm_size(MPI_COMM_WORLD, &processes);
@@ -408,6 +412,11 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "train_fashion_mnist: error: %s\n", e.what());
+    std::fflush(stderr);
+#if defined(MELD_WITH_MPI)
+    // Reported: now end every process (a peer may be waiting for this one).
+    if (mpi) mpi->abort(1);
+#endif
     return 1;
   }
 }
