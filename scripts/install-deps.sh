@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ clang pkg-config  # toolchain (clang: the second compiler CI checks)
+  libclang-rt-14-dev                      # clang's libFuzzer runtime: the fuzz tests (tests/fuzz)
   libxsimd-dev                            # the one required dependency
   catch2 libbenchmark-dev                 # tests and benchmarks
   zlib1g-dev dataset-fashion-mnist        # the training example and its data
