@@ -27,8 +27,10 @@ class tensor_view : public detail::strided_tensor<tensor_view<T, Backend>, T, Ba
   static constexpr bool shallow_const = true;
 
   tensor_view() = default;
+  // (An empty tensor has no storage: its views keep the null pointer, whatever their offset,
+  // since arithmetic on a null pointer is undefined.)
   tensor_view(std::shared_ptr<storage_type> st, T* base_data, const layout& l)
-      : base(std::move(st), base_data + l.offset, l.shape, l.strides) {}
+      : base(std::move(st), base_data ? base_data + l.offset : base_data, l.shape, l.strides) {}
   tensor_view(const tensor_view&) = default;
 
   // A view of mutable elements converts to a view of const ones.
