@@ -152,7 +152,7 @@ inline std::chrono::milliseconds env_timeout(std::chrono::milliseconds fallback)
   errno = 0;
   const double s = std::strtod(env, &end);
   if (s == 0 && errno == ERANGE) return std::chrono::milliseconds(1);  // 1e-400: tiny, not 0
-  if (end == env || *end != '\0' || !(s >= 0))  // (NaN fails s >= 0)
+  if (end == env || *end != '\0' || !(s >= 0))                         // (NaN fails s >= 0)
     throw std::invalid_argument(
         cat("MELD_COMM_TIMEOUT='", env,
             "' is not a timeout: expected seconds >= 0 (e.g. 30 or 0.5), or inf, none or 0 to wait "
