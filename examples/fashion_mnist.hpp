@@ -5,13 +5,15 @@
 //   train.images   tensor<float>        {n, 1, 28, 28}, pixel values 0..255
 //   train.labels   tensor<std::int64_t> {n}, classes 0..9
 //
-// A missing, truncated or malformed file throws fashion_mnist::load_error naming the file and
-// what is wrong with it. Shared by the single-worker and the data-parallel training examples.
+// A missing, truncated or malformed file, or one of no images, throws fashion_mnist::load_error
+// naming the file and what is wrong with it. standardization_of / standardize scale pixels to
+// mean 0 and deviation 1 (constant images are only centred). Shared by the training examples.
 #pragma once
 
 #include <zlib.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -103,10 +105,14 @@ inline std::vector<std::uint32_t> idx_extents(const std::vector<unsigned char>& 
                      ", expected " + std::to_string(0x800 + rank) + ")");
   std::vector<std::uint32_t> extents;
   std::uint64_t count = 1;
+  bool overflow = false;  // three extents of 2^22 announce 2^66 bytes, which wraps to 0
   for (int i = 0; i < rank; ++i) {
     extents.push_back(big_endian32(bytes.data() + 4 + 4 * i));
+    overflow = overflow || (extents.back() != 0 && count > UINT64_MAX / extents.back());
     count *= extents.back();
   }
+  if (overflow)
+    throw load_error(name + ": the header's extents announce more than 2^64 bytes of data");
   if (bytes.size() - header != count)
     throw load_error(name + ": " + (bytes.size() - header < count ? "truncated" : "too long") +
                      ": the header announces " + std::to_string(count) +
@@ -131,6 +137,10 @@ inline dataset load(const std::filesystem::path& dir, split s, meld::index_t lim
     throw load_error(label_name + ": " + std::to_string(le[0]) + " labels for " +
                      std::to_string(ie[0]) + " images in " + image_name);
 
+  if (ie[0] == 0)
+    throw load_error(image_name +
+                     ": holds no images (its header says 0): nothing to train or "
+                     "test on");
   const meld::index_t n = limit > 0 ? std::min<meld::index_t>(limit, ie[0]) : ie[0];
   dataset d{meld::tensor<float>({n, 1, rows, cols}, meld::uninitialized),
             meld::tensor<std::int64_t>({n}, meld::uninitialized)};
@@ -146,6 +156,28 @@ inline dataset load(const std::filesystem::path& dir, split s, meld::index_t lim
     lab[i] = labels[i];
   }
   return d;
+}
+
+// What standardizes pixels to mean 0 and standard deviation 1: x' = (x - mean) * scale, from the
+// training set (and applied to both splits). Images that are all the same value (deviation 0)
+// get scale 1, and `constant` says so: dividing by their deviation would make every input NaN.
+struct standardization {
+  float mean = 0, scale = 1;
+  bool constant = false;
+};
+
+inline standardization standardization_of(const dataset& train) {
+  if (train.size() == 0) throw load_error("standardization: the training set has no images");
+  const float mean = meld::mean(train.images);
+  const double deviation =
+      std::sqrt(static_cast<double>(meld::mean(meld::square(train.images - mean))));
+  const double scale = 1.0 / deviation;
+  if (!(deviation > 0) || !std::isfinite(static_cast<float>(scale))) return {mean, 1.f, true};
+  return {mean, static_cast<float>(scale), false};
+}
+
+inline void standardize(dataset& d, const standardization& s) {
+  d.images = (d.images - s.mean) * s.scale;
 }
 
 }  // namespace fashion_mnist

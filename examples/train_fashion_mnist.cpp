@@ -501,12 +501,16 @@ int run(const Make& make, const options& o, const fashion_mnist::dataset& train_
 
 int main(int argc, char** argv) {
   const options o = parse(argc, argv);
+#if defined(MELD_WITH_MPI)
+  // Outside the try block: an error is printed before MPI ends (after a failed collective,
+  // finalizing can crash, and the message would be lost).
+  // --backend mpi, or nccl under mpirun (Open MPI's or a PMI launcher's variables say so).
+  const bool launched_by_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE");
+  std::optional<meld::mpi_session> mpi;
+  if (o.backend == "mpi" || (o.backend == "nccl" && launched_by_mpirun)) mpi.emplace(argc, argv);
+#endif
   try {
 #if defined(MELD_WITH_MPI)
-    // --backend mpi, or nccl under mpirun (Open MPI's or a PMI launcher's variables say so).
-    const bool launched_by_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE");
-    std::optional<meld::mpi_session> mpi;
-    if (o.backend == "mpi" || (o.backend == "nccl" && launched_by_mpirun)) mpi.emplace(argc, argv);
     int processes = 1, rank = 0;
     if (mpi) {
       MPI_Comm_size(MPI_COMM_WORLD, &processes);
@@ -528,10 +532,15 @@ int main(int argc, char** argv) {
         fashion_mnist::load(o.data, fashion_mnist::split::train, o.limit);
     fashion_mnist::dataset test_set = fashion_mnist::load(o.data, fashion_mnist::split::test);
     // Standardize with the training set's mean and standard deviation.
-    const float mean = meld::mean(train_set.images);
-    const float stddev = std::sqrt(meld::mean(meld::square(train_set.images - mean)));
-    train_set.images = (train_set.images - mean) * (1.f / stddev);
-    test_set.images = (test_set.images - mean) * (1.f / stddev);
+    const fashion_mnist::standardization norm = fashion_mnist::standardization_of(train_set);
+    if (norm.constant && rank == 0)
+      std::fprintf(stderr,
+                   "train_fashion_mnist: warning: every training pixel is %g; the images are "
+                   "centred, not scaled (their standard deviation is 0), and there is nothing to "
+                   "learn from them\n",
+                   static_cast<double>(norm.mean));
+    fashion_mnist::standardize(train_set, norm);
+    fashion_mnist::standardize(test_set, norm);
     if (rank == 0)  // one report, from rank 0
       std::printf(
           "fashion-mnist: %lld training and %lld test images from %s (%.1fs); model %s, "
@@ -548,6 +557,11 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "train_fashion_mnist: error: %s\n", e.what());
+    std::fflush(stderr);
+#if defined(MELD_WITH_MPI)
+    // Reported: now end every process (a peer may be waiting for this one).
+    if (mpi) mpi->abort(1);
+#endif
     return 1;
   }
 }

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ clang pkg-config  # toolchain (clang: the second compiler CI checks)
-  libclang-rt-14-dev                      # clang's sanitizer runtimes (the asan configuration)
+  libclang-rt-14-dev                      # clang's sanitizer and libFuzzer runtimes (asan, fuzz tests)
   doxygen python3-venv                    # the API reference (scripts/docs.sh); the packaging checks
   libxsimd-dev                            # the one required dependency
   catch2 libbenchmark-dev                 # tests and benchmarks

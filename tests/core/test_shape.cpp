@@ -1,3 +1,7 @@
+#include <limits>
+
+#include <meld/core/checked.hpp>
+
 #include "../support.hpp"
 
 using meld::dims;
@@ -30,6 +34,38 @@ TEST_CASE("row-major strides and checked sizes", "[core]") {
   REQUIRE_THROWS_WITH(
       meld::checked_size({1 << 30, 1 << 30, 1 << 30}, "tensor"),
       "tensor: the element count of shape {1073741824, 1073741824, 1073741824} overflows");
+}
+
+TEST_CASE("element counts and strides that overflow int64 are refused", "[core]") {
+  const meld::index_t big = (meld::index_t(1) << 62) + 1;
+  // 4 x (2^62 + 1) wraps to 4 in int64.
+  REQUIRE_THROWS_WITH(meld::checked_size({4, big}, "tensor"),
+                      "tensor: the element count of shape {4, 4611686018427387905} overflows");
+  // No elements, but strides that would overflow (numpy refuses these too).
+  REQUIRE_THROWS_AS(meld::checked_size({0, big, 4}, "tensor"), meld::shape_error);
+  REQUIRE_THROWS_AS(meld::row_major_strides({0, big, 4}), meld::shape_error);
+  REQUIRE_THROWS_AS((meld::tensor<float>({0, big, 4})), meld::shape_error);
+  REQUIRE(meld::checked_size({0, big}, "tensor") == 0);
+  REQUIRE(meld::row_major_strides({0, big}) == meld::dims{big, 1});
+  REQUIRE(meld::checked_size({std::numeric_limits<meld::index_t>::max()}, "t") ==
+          std::numeric_limits<meld::index_t>::max());
+  // Broadcasting two shapes that each fit into one that does not.
+  REQUIRE_THROWS_WITH(meld::broadcast_shapes({1 << 30, 1, 1}, {1 << 30, 1 << 30}, "operator+"),
+                      "operator+: the element count of shape {1073741824, 1073741824, "
+                      "1073741824} overflows");
+  // The helpers themselves, at the edges of int64.
+  meld::index_t out = 0;
+  constexpr meld::index_t hi = std::numeric_limits<meld::index_t>::max();
+  constexpr meld::index_t lo = std::numeric_limits<meld::index_t>::min();
+  REQUIRE(meld::detail::mul_fits(hi, 1, out));
+  REQUIRE(out == hi);
+  REQUIRE_FALSE(meld::detail::mul_fits(hi, 2, out));
+  REQUIRE_FALSE(meld::detail::mul_fits(lo, -1, out));
+  REQUIRE(meld::detail::mul_fits(lo, 1, out));
+  REQUIRE(meld::detail::add_fits(hi, lo, out));
+  REQUIRE(out == -1);
+  REQUIRE_FALSE(meld::detail::add_fits(hi, 1, out));
+  REQUIRE_FALSE(meld::detail::add_fits(lo, -1, out));
 }
 
 TEST_CASE("numpy broadcasting rules", "[core]") {

@@ -1,6 +1,8 @@
 // Views (slice, transpose, permute, reshape, broadcast_to, squeeze, unsqueeze) on every backend:
 // their shapes and strides, the elements they see (read through host copies, and compared with
 // the same view of the host's copy), writes through them, and the storage they keep alive.
+#include <limits>
+
 #include "../backends.hpp"
 
 using meld::range;  // (meld::all stays qualified: nvcc declares a global all(bool))
@@ -75,6 +77,68 @@ BACKEND_TEST_CASE("bad slices throw shape_error naming the axis", "[core]") {
   REQUIRE_THROWS_AS(t.slice(meld::all, range(0, 3, 0)), meld::shape_error);
   REQUIRE_THROWS_AS(t.slice(0, 0, 0), meld::shape_error);
   REQUIRE_THROWS_AS(t.slice(range(-9)), meld::shape_error);
+}
+
+BACKEND_TEST_CASE("slice steps of any size, INT64_MAX and INT64_MIN included", "[core]") {
+  constexpr meld::index_t hi = std::numeric_limits<meld::index_t>::max();
+  constexpr meld::index_t lo = std::numeric_limits<meld::index_t>::min();
+  auto t = iota<B>({4, 5});
+  const auto h = iota({4, 5});
+  // As numpy: a[:, 0:3:INT64_MAX] has one column, the first.
+  auto first = t.slice(meld::all, range(0, 3, hi));
+  REQUIRE(first.shape() == shape_t{4, 1});
+  test::check_elements(
+      first, [&](const index_list& i) { return h(i[0], 0); }, 0);
+  REQUIRE(t.slice(meld::all, range(4, 5, hi)).shape() == shape_t{4, 1});
+  REQUIRE(t.slice(meld::all, range(5, 5, hi)).shape() == shape_t{4, 0});
+  // a[::INT64_MIN] walks backwards from the last element: one row, the last.
+  auto last = t.slice(range::every(lo));
+  REQUIRE(last.shape() == shape_t{1, 5});
+  test::check_elements(
+      last, [&](const index_list& i) { return h(3, i[1]); }, 0);
+  REQUIRE(t.slice(meld::all, range(4, 0, lo)).shape() == shape_t{4, 1});
+  REQUIRE(test::host(t.slice(meld::all, range(4, 0, lo)))(2, 0) == h(2, 4));
+  REQUIRE(t.slice(meld::all, range(2, 2, lo)).shape() == shape_t{4, 0});
+  REQUIRE(t.slice(range(1, -1, hi - 1), range::every(lo + 1)).shape() == shape_t{1, 1});
+  // A step one short of the extent still takes two elements.
+  REQUIRE(t.slice(meld::all, range(0, 5, 4)).shape() == shape_t{4, 2});
+  REQUIRE(t.slice(meld::all, range::every(-4)).shape() == shape_t{4, 2});
+}
+
+BACKEND_TEST_CASE("views whose element count overflows int64 are refused", "[core]") {
+  const meld::index_t big = (meld::index_t(1) << 62) + 1;
+  tensor<float, B> t({4});
+  // 4 x (2^62 + 1) wraps to 4: the view would write far outside the buffer.
+  REQUIRE_THROWS_WITH(t.reshape({4, big}),
+                      "reshape: the element count of shape {4, 4611686018427387905} overflows");
+  REQUIRE_THROWS_AS(t.reshape({big, 4, -1}), meld::shape_error);
+  tensor<float, B> empty({0});
+  REQUIRE_THROWS_AS(empty.reshape({0, big, 4}), meld::shape_error);
+  REQUIRE_THROWS_WITH(
+      t.broadcast_to({big, 4}),
+      "broadcast_to: the element count of shape {4611686018427387905, 4} overflows");
+  // Two broadcasts that fit alone but not together, in an expression: refused, not a sum over
+  // a wrapped element count.
+  tensor<float, B> one({1});
+  const auto rows = one.broadcast_to({1 << 30, 1, 1}), cols = one.broadcast_to({1 << 30, 1 << 30});
+  REQUIRE_THROWS_AS(test::value(meld::sum(rows + cols)), meld::shape_error);
+  REQUIRE_THROWS_AS((tensor<float, B>(rows * cols)), meld::shape_error);
+  // The largest views that fit are fine.
+  REQUIRE(one.broadcast_to({1 << 30, 1 << 30}).size() == meld::index_t(1) << 60);
+  REQUIRE(t.reshape({1, 4, 1}).shape() == shape_t{1, 4, 1});
+}
+
+BACKEND_TEST_CASE("views of an empty tensor, at any offset", "[core]") {
+  // An empty tensor has no storage: a view with an offset must not do arithmetic on its null
+  // pointer (found by tests/fuzz/fuzz_views).
+  tensor<float, B> e({3, 0, 2});
+  auto row = e.slice(2);
+  REQUIRE(row.shape() == shape_t{0, 2});
+  REQUIRE(row.raw_data() == nullptr);
+  auto part = e.slice(range(1, 3), meld::all, 1).transpose();
+  REQUIRE(part.shape() == shape_t{0, 2});
+  REQUIRE(tensor<float, B>(part * 2.f).size() == 0);
+  REQUIRE(test::value(meld::sum(part)) == 0.f);
 }
 
 BACKEND_TEST_CASE("transpose and permute", "[core]") {

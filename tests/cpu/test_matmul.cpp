@@ -109,6 +109,53 @@ BACKEND_TEST_CASE("batched matmul and gemm accumulation", "[matmul]") {
   check_close(dw, naive(hx.transpose(), hg), 1e-12);
 }
 
+BACKEND_TEST_CASE("gemm whose output overlaps an operand goes through a temporary", "[matmul]") {
+  // Larger than one block of the CPU kernel, so that an in-place product would write C before
+  // it has packed every panel of A and B.
+  const auto hx = test::random_tensor<double>({300, 300}, 31);
+  auto x = test::on<B>(hx);
+  meld::gemm(1.0, x, x, 0.0, x);  // x = x x
+  check_close(x, naive(hx, hx), 1e-10);
+  const auto hx1 = test::host(x);
+  meld::gemm(0.5, x, x.transpose(), 2.0, x);  // x = 0.5 x x^T + 2 x
+  check_close(x, naive(hx1, hx1.transpose()) * 0.5 + hx1 * 2.0, 1e-9);
+
+  // A view that overlaps part of an operand: rows [0, 200) written from rows [100, 300).
+  const auto hbig = test::random_tensor<float>({300, 200}, 32);
+  const auto hw = test::random_tensor<float>({200, 200}, 33);
+  auto big = test::on<B>(hbig);
+  const auto w = test::on<B>(hw);
+  meld::gemm(1.f, big.slice(range(100, 300)), w, 1.f, big.slice(range(0, 200)));
+  const tensor<double> hc =
+      naive(hbig.slice(range(100, 300)), hw) + meld::cast<double>(hbig.slice(range(0, 200)));
+  check_close(big.slice(range(0, 200)), hc, 1e-3);
+  check_close(big.slice(range(200, 300)), meld::cast<double>(hbig.slice(range(200, 300))), 0);
+
+  // The output is the last columns of the left operand: with k above the kernel's block of k,
+  // the first block's results would be read back as operand values of the next ones.
+  const auto hwide = test::random_tensor<double>({64, 1100}, 36);
+  const auto hv = test::random_tensor<double>({1100, 64}, 37);
+  auto wide = test::on<B>(hwide);
+  meld::gemm(1.0, wide, test::on<B>(hv), 0.0, wide.slice(meld::all, range(1036, 1100)));
+  check_close(wide.slice(meld::all, range(1036, 1100)), naive(hwide, hv), 1e-10);
+  check_close(wide.slice(meld::all, range(0, 1036)),
+              tensor<double>(hwide.slice(meld::all, range(0, 1036))), 0);
+
+  // Integers (a plain loop that writes each row of c before it has read all of that row of a).
+  const auto hi = test::random_tensor<std::int32_t>({20, 20}, 38, -50, 50);
+  auto xi = test::on<B>(hi);
+  meld::gemm(1, xi, xi, 0, xi);
+  check_close(tensor<double, B>(meld::cast<double>(xi)), naive(hi, hi), 0);
+
+  // Batched, the output being the right operand.
+  const auto ha = test::random_tensor<double>({3, 70, 70}, 34);
+  const auto hb = test::random_tensor<double>({3, 70, 70}, 35);
+  const auto a = test::on<B>(ha);
+  auto b = test::on<B>(hb);
+  meld::gemm(1.0, a, b, 0.0, b);
+  for (index_t s = 0; s < 3; ++s) check_close(b.slice(s), naive(ha.slice(s), hb.slice(s)), 1e-10);
+}
+
 BACKEND_TEST_CASE("matmul shape errors", "[matmul]") {
   tensor<float, B> a({3, 4}), b({5, 6}), v({4});
   REQUIRE_THROWS_WITH(

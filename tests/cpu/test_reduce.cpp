@@ -1,6 +1,8 @@
 // Reductions over all elements and along axes, against naive loops; accuracy of float sums; on
 // every backend (the references are computed from host copies of the operands).
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "../backends.hpp"
 
@@ -91,12 +93,67 @@ BACKEND_TEST_CASE("reductions of strided views and integer types", "[reduce]") {
           test::value(meld::max(meld::abs(tensor<float, B>(v)))));
   auto i = meld::arange<std::int32_t, B>(1, 101);
   REQUIRE(test::value(meld::sum(i)) == 5050);
-  STATIC_REQUIRE(std::is_same_v<decltype(meld::sum(i)), scalar_t<B, std::int32_t>>);
+  REQUIRE(std::is_same_v<decltype(meld::sum(i)), scalar_t<B, std::int64_t>>);
   STATIC_REQUIRE(std::is_same_v<decltype(meld::mean(i)), scalar_t<B, double>>);
   REQUIRE(test::value(meld::mean(i)) == 50.5);
   REQUIRE(test::value(meld::sum(i > 50)) == 50);
   REQUIRE(test::value(meld::argmax(i)) == 99);
   REQUIRE(test::value(meld::prod(meld::arange<std::int64_t, B>(1, 11))) == 3628800);
+}
+
+BACKEND_TEST_CASE("int32 sums, products and dots accumulate in int64, as numpy's", "[reduce]") {
+  using i32 = std::int32_t;
+  using i64 = std::int64_t;
+  // 1000 x 2^30 wraps to 0 in int32.
+  const auto big = meld::full<i32, B>({1000}, 1 << 30);
+  REQUIRE(std::is_same_v<decltype(meld::sum(big)), scalar_t<B, i64>>);
+  REQUIRE(std::is_same_v<decltype(meld::prod(big)), scalar_t<B, i64>>);
+  REQUIRE(std::is_same_v<decltype(meld::dot(big, big)), scalar_t<B, i64>>);
+  REQUIRE(std::is_same_v<meld::value_t<decltype(meld::sum(big, 0))>, i64>);
+  REQUIRE(std::is_same_v<meld::value_t<decltype(meld::prod(big, 0))>, i64>);
+  REQUIRE(test::value(meld::sum(big)) == 1000 * (i64(1) << 30));
+  REQUIRE(test::value(meld::mean(big)) == double(1 << 30));
+
+  // Large values of both signs, against sums in int64 on the host; along the contiguous axis
+  // and along the strided one (one output at a time, and output-major).
+  const auto hr = test::random_tensor<i32>({37, 129}, 21, -2.1e9, 2.1e9);
+  const auto r = test::on<B>(hr);
+  i64 total = 0;
+  std::vector<i64> rows(37, 0), cols(129, 0);
+  for (index_t a = 0; a < 37; ++a)
+    for (index_t b = 0; b < 129; ++b) {
+      total += hr(a, b);
+      rows[a] += hr(a, b);
+      cols[b] += hr(a, b);
+    }
+  REQUIRE(test::value(meld::sum(r)) == total);
+  REQUIRE(test::value(meld::sum(r.transpose())) == total);
+  const auto row_sums = test::host(tensor<i64, B>(meld::sum(r, 1)));
+  for (index_t a = 0; a < 37; ++a) REQUIRE(row_sums(a) == rows[a]);
+  const auto col_sums = test::host(tensor<i64, B>(meld::sum(r, 0)));
+  for (index_t b = 0; b < 129; ++b) REQUIRE(col_sums(b) == cols[b]);
+  const auto col_sums_t = test::host(tensor<i64, B>(meld::sum(r.transpose(), 1, true)));
+  REQUIRE(col_sums_t.shape() == shape_t{129, 1});
+  for (index_t b = 0; b < 129; ++b) REQUIRE(col_sums_t(b, 0) == cols[b]);
+
+  // Products: (2^20)^3 = 2^60; dots: 1000 products of 2^40, each already past int32.
+  REQUIRE(test::value(meld::prod(meld::full<i32, B>({3}, 1 << 20))) == i64(1) << 60);
+  const auto prods =
+      test::host(tensor<i64, B>(meld::prod(meld::full<i32, B>({4, 3}, -(1 << 20)), 1)));
+  for (index_t a = 0; a < 4; ++a) REQUIRE(prods(a) == -(i64(1) << 60));
+  const auto d = meld::full<i32, B>({1000}, 1 << 20);
+  REQUIRE(test::value(meld::dot(d, d)) == 1000 * (i64(1) << 40));
+  const auto hs = test::random_tensor<i32>({2, 129}, 22, -3e6, 3e6);  // products past int32
+  i64 inner = 0;
+  for (index_t b = 0; b < 129; ++b) inner += i64(hs(0, b)) * hs(1, b);
+  const auto sd = test::on<B>(hs);
+  REQUIRE(test::value(meld::dot(sd.slice(0), sd.slice(1))) == inner);
+
+  // int64 sums wrap modulo 2^64 as numpy's do, without undefined behaviour: 4 x 2^62 is 0.
+  REQUIRE(test::value(meld::sum(meld::full<i64, B>({4}, i64(1) << 62))) == 0);
+  REQUIRE(test::value(meld::sum(meld::full<i64, B>({3}, i64(1) << 62))) ==
+          std::numeric_limits<i64>::min() + (i64(1) << 62));
+  REQUIRE(test::value(meld::prod(meld::full<i64, B>({2}, i64(1) << 32))) == 0);
 }
 
 BACKEND_TEST_CASE("empty and NaN reductions", "[reduce]") {

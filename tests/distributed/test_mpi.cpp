@@ -1,6 +1,7 @@
 // mpi_comm under mpirun (2, 3, 4 processes): collectives against a serial reference, results
 // bit-identical on every rank, data_parallel across processes, mismatch detection, a rank that
 // stalls, a rank that aborts.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -264,6 +265,52 @@ TEST_CASE("mpi_comm: a rank that fails aborts the others at once", "[mpi]") {
             std::string::npos);
     REQUIRE(std::chrono::duration<double>(clk::now() - t0).count() < 5);
   }
+}
+
+TEST_CASE("mpi_comm: a failed allreduce returns only once no send still reads its buffer",
+          "[mpi]") {
+  // World ranks 0 and 1, on a communicator of their own (the others wait at the barrier). Rank 0
+  // allreduces alone and times out while its ring's send of its first chunk (4 MB: a rendezvous
+  // message) is pending. Rank 1 never calls the allreduce, but has a receive posted for that
+  // send on the data communicator (tag 0: step 0, slice 0; one slice per chunk here), which it
+  // serves only after rank 0 has failed: as a peer that was slow to see the abort would. Rank 0
+  // reuses its buffer as soon as the collective returns; rank 1 must still receive the data the
+  // collective was given, not what the caller wrote after it returned.
+  int world = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world);
+  MPI_Comm pair = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, world < 2 ? 0 : MPI_UNDEFINED, world, &pair);
+  if (pair != MPI_COMM_NULL) {
+    const auto timeout = 2000ms;  // (a failed collective waits up to half of it for its sends)
+    auto o = opts(timeout);
+    o.debug = false;  // (debug mode would wait for rank 1's description before any data moved)
+    o.slice_bytes = std::size_t(64) << 20;
+    meld::mpi_comm comm(pair, o);
+    const std::size_t n = std::size_t(1) << 21, chunk = n / 2;
+    if (comm.rank() == 0) {
+      std::vector<float> buf(n);
+      for (std::size_t i = 0; i < n; ++i) buf[i] = static_cast<float>(i % 1000);
+      try {
+        comm.allreduce(buf);
+        FAIL("the allreduce without rank 1 did not fail");
+      } catch (const meld::comm_error& e) {
+        INFO(e.what());
+        REQUIRE(e.why() == meld::comm_error::reason::timeout);
+      }
+      std::fill(buf.begin(), buf.end(), -1.f);  // what a caller may do once it has returned
+    } else {
+      std::vector<float> got(chunk, 0.f);
+      MPI_Request r;
+      MPI_Irecv(got.data(), static_cast<int>(chunk), MPI_FLOAT, 0, 0, comm.native(), &r);
+      std::this_thread::sleep_for(timeout + 300ms);  // no MPI progress here meanwhile
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < chunk; ++i) wrong += got[i] != static_cast<float>(i % 1000);
+      REQUIRE(wrong == 0);
+    }
+    MPI_Comm_free(&pair);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST_CASE("kv_store across processes: push aggregates, pull agrees", "[mpi]") {

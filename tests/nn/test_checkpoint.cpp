@@ -1,8 +1,15 @@
 // Checkpoints: round trips (parameters, buffers, optimizer state; training resumes exactly), and
 // every way a file can be wrong: missing, truncated, corrupted bytes, bad magic, other version,
 // other element type, other names or shapes. A failed load must leave everything unchanged.
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "nn_support.hpp"
 
@@ -63,6 +70,17 @@ std::vector<std::vector<double>> state(Net& net, Opt& opt) {
   return s;
 }
 
+// The files in `dir` whose names start with `prefix` (temporary files a save left behind).
+std::vector<std::string> files_starting(const std::filesystem::path& dir,
+                                        const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) out.push_back(name);
+  }
+  return out;
+}
+
 // Rewrites the checksum of a (deliberately edited) file so that a later check is reached.
 void fix_checksum(std::string& bytes) {
   const std::uint32_t crc = nn::detail::ckpt::crc32(
@@ -83,7 +101,7 @@ TEST_CASE("checkpoint round trip: parameters, buffers, optimizer state; training
   optim::sgd opt(net, {.lr = 0.1, .momentum = 0.9, .nesterov = true});
   train_steps(net, opt, 3, 10);
   nn::save_checkpoint(path, net, opt);
-  REQUIRE(!std::filesystem::exists(path.string() + ".tmp"));
+  REQUIRE(files_starting(path.parent_path(), "round_trip.ckpt.").empty());  // no temporary left
 
   auto other = make_net<float>(2);
   optim::sgd other_opt(other, {.lr = 0.1, .momentum = 0.9, .nesterov = true});
@@ -228,4 +246,111 @@ TEST_CASE("checkpoint: wrong magic, version, element type, names, shapes, missin
   // Saving into a directory that does not exist names it.
   REQUIRE_THROWS_WITH(nn::save_checkpoint(temp_file("no_such_dir") / "x.ckpt", net),
                       Catch::Matchers::Contains("cannot write checkpoint"));
+}
+
+TEST_CASE("checkpoint: concurrent saves to one path never collide; loads see whole files", "[nn]") {
+  // Threads here, processes or MPI ranks in practice: each save writes its own temporary file
+  // and renames it over the target, so a load sees one whole checkpoint or another.
+  const auto path = temp_file("shared.ckpt");
+  constexpr int savers = 4, saves = 12;
+  std::vector<std::vector<std::vector<double>>> saved(savers);
+  std::mutex errors_mutex;
+  std::vector<std::string> errors;
+  auto record = [&](const std::string& e) {
+    std::lock_guard lock(errors_mutex);
+    errors.push_back(e);
+  };
+  auto first = make_net<float>(100);
+  nn::save_checkpoint(path, first);
+  const auto initial = nn_test::snapshot(first);
+  std::atomic<int> running{savers};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < savers; ++t)
+    threads.emplace_back([&, t] {
+      auto net = make_net<float>(static_cast<std::uint64_t>(t));
+      saved[static_cast<std::size_t>(t)] = nn_test::snapshot(net);
+      for (int i = 0; i < saves; ++i) {
+        try {
+          nn::save_checkpoint(path, net);
+        } catch (const std::exception& e) {
+          record(std::string("save: ") + e.what());
+        }
+      }
+      --running;
+    });
+  int loads = 0;
+  auto reader = make_net<float>(99);
+  while (running > 0 || loads < 5) {
+    try {
+      nn::load_checkpoint(path, reader);
+      ++loads;
+      const auto got = nn_test::snapshot(reader);
+      bool known = got == initial;
+      for (const auto& s : saved) known = known || got == s;
+      if (!known) record("load: a state that no save wrote");
+    } catch (const std::exception& e) {
+      record(std::string("load: ") + e.what());
+    }
+  }
+  for (auto& th : threads) th.join();
+  INFO((errors.empty() ? std::string() : errors.front()));
+  REQUIRE(errors.empty());
+  REQUIRE(files_starting(path.parent_path(), "shared.ckpt.").empty());
+}
+
+TEST_CASE("checkpoint: a directory or /dev/zero is refused at once, naming it", "[nn]") {
+  auto net = make_net<float>(1);
+  const auto before = nn_test::snapshot(net);
+  const auto dir = temp_file("a_directory.ckpt");
+  std::filesystem::create_directories(dir);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string dir_msg =
+      test::message_of<nn::checkpoint_error>([&] { nn::load_checkpoint(dir, net); });
+  INFO(dir_msg);
+  REQUIRE_THAT(dir_msg, Catch::Matchers::Contains(dir.string()) &&
+                            Catch::Matchers::Contains("is a directory"));
+  if (std::filesystem::exists("/dev/zero")) {
+    const std::string zero_msg =
+        test::message_of<nn::checkpoint_error>([&] { nn::load_checkpoint("/dev/zero", net); });
+    INFO(zero_msg);
+    REQUIRE_THAT(zero_msg, Catch::Matchers::Contains("'/dev/zero' is not a meld checkpoint"));
+  }
+  REQUIRE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 2);
+  REQUIRE(nn_test::snapshot(net) == before);
+  // Saving onto a directory fails with the system's reason, and leaves no temporary file.
+  const std::string save_msg =
+      test::message_of<nn::checkpoint_error>([&] { nn::save_checkpoint(dir, net); });
+  REQUIRE_THAT(save_msg, Catch::Matchers::Contains(dir.string()) &&
+                             Catch::Matchers::Contains(std::strerror(EISDIR)));
+  REQUIRE(files_starting(dir.parent_path(), "a_directory.ckpt.").empty());
+}
+
+TEST_CASE("checkpoint: a save that cannot write names errno and removes its temporary file",
+          "[nn]") {
+  // A file size limit makes write() fail with EFBIG (as ENOSPC would on a full disk).
+  const auto path = temp_file("too_big.ckpt");
+  auto small = make_net<float>(1);
+  nn::save_checkpoint(path, small);
+  const std::string old = read_all(path);
+  auto big = nn::sequential(nn::linear<float>(200, 200));
+  nn::initialize(big, nn::kaiming_uniform{}, 2);
+  struct sigaction ignore {
+  }, previous{};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGXFSZ, &ignore, &previous);
+  rlimit saved_limit{};
+  ::getrlimit(RLIMIT_FSIZE, &saved_limit);
+  rlimit limit = saved_limit;
+  limit.rlim_cur = 4096;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &limit) == 0);
+  const std::string msg =
+      test::message_of<nn::checkpoint_error>([&] { nn::save_checkpoint(path, big); });
+  ::setrlimit(RLIMIT_FSIZE, &saved_limit);
+  ::sigaction(SIGXFSZ, &previous, nullptr);
+  INFO(msg);
+  REQUIRE_THAT(msg, Catch::Matchers::Contains("cannot write checkpoint") &&
+                        Catch::Matchers::Contains(path.string()) &&
+                        Catch::Matchers::Contains(std::strerror(EFBIG)));
+  REQUIRE(files_starting(path.parent_path(), "too_big.ckpt.").empty());
+  REQUIRE(read_all(path) == old);  // the previous checkpoint is untouched
 }

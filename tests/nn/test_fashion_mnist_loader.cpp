@@ -125,3 +125,45 @@ TEST_CASE("fashion_mnist: every malformed input is named", "[nn]") {
   }
   REQUIRE_THAT(f.error(), Catch::Matchers::Contains(img));
 }
+
+TEST_CASE("fashion_mnist: a set of no images is refused, naming the file", "[nn]") {
+  fixture f;
+  write_gz(f.images_path(), images(0));
+  write_gz(f.labels_path(), labels(0));
+  REQUIRE_THAT(f.error(), Catch::Matchers::Contains(f.images_path().string()) &&
+                              Catch::Matchers::Contains("holds no images"));
+  // Extents whose product wraps around 2^64 (to 0, here) are not an empty file.
+  std::vector<unsigned char> wrap = {0, 0, 8, 3};
+  for (int i = 0; i < 3; ++i) put32(wrap, 1u << 22);
+  write_gz(f.images_path(), wrap);
+  REQUIRE_THAT(f.error(), Catch::Matchers::Contains("more than 2^64 bytes"));
+}
+
+TEST_CASE("fashion_mnist: constant images are centred, never divided by a zero deviation", "[nn]") {
+  fixture f;
+  std::vector<unsigned char> flat = {0, 0, 8, 3};
+  for (std::uint32_t x : {3u, 28u, 28u}) put32(flat, x);
+  flat.resize(flat.size() + 3 * 784, 7);
+  write_gz(f.images_path(), flat);
+  write_gz(f.labels_path(), labels(3));
+  auto d = fashion_mnist::load(f.dir, fashion_mnist::split::test);
+  const auto norm = fashion_mnist::standardization_of(d);
+  REQUIRE(norm.constant);
+  REQUIRE(norm.mean == 7.f);
+  REQUIRE(norm.scale == 1.f);
+  fashion_mnist::standardize(d, norm);
+  for (float x : d.images) REQUIRE(x == 0.f);
+
+  // Ordinary images: mean 0 and deviation 1 afterwards, against sums in double.
+  write_gz(f.images_path(), images(4));
+  write_gz(f.labels_path(), labels(4));
+  d = fashion_mnist::load(f.dir, fashion_mnist::split::test);
+  const auto s = fashion_mnist::standardization_of(d);
+  REQUIRE_FALSE(s.constant);
+  fashion_mnist::standardize(d, s);
+  double sum = 0, squares = 0;
+  for (float x : d.images) sum += x, squares += double(x) * x;
+  const double n = double(d.images.size());
+  REQUIRE(sum / n == Approx(0).margin(1e-5));
+  REQUIRE(squares / n == Approx(1).epsilon(1e-4));
+}

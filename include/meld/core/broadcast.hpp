@@ -18,6 +18,7 @@ inline shape_t broadcast_shapes(const shape_t& a, const shape_t& b, const char* 
                                     i - rank, ": ", da, " vs ", db, ")"));
     out[i] = da == 1 ? db : da;
   }
+  checked_size(out, what);  // {2^40, 1} and {1, 2^40} are fine alone, not together
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <ostream>
 #include <string>
 
+#include "checked.hpp"
 #include "config.hpp"
 #include "error.hpp"
 
@@ -92,7 +93,8 @@ class dims {
     return true;
   }
 
-  /// Product of the entries (the element count of a shape); 1 for rank 0.
+/  // Product of the entries (the element count of a shape); 1 for rank 0. Unchecked: every shape
+/  // meld builds passed checked_size, whose product cannot overflow.
   MELD_HD constexpr index_t product() const {
     index_t p = 1;
     for (int i = 0; i < rank_; ++i) p *= v_[i];
@@ -130,23 +132,29 @@ using shape_t = dims;
 /// A tensor's strides: elements between neighbours along each axis (negative for reversed views).
 using strides_t = dims;
 
-/// Checks that a shape has no negative extent and that its element count fits in index_t.
-/// Returns the element count.
+/// Checks that a shape can describe a tensor or a view: no negative extent, and the product of its
+/// nonzero extents fits in index_t (numpy's rule: {0, 2^62, 2^62} is refused too, since its
+/// row-major strides would overflow). Returns the element count. `what` names the operation.
 inline index_t checked_size(const shape_t& shape, const char* what) {
   index_t n = 1;
+  bool zero = false;
   for (index_t d : shape) {
     if (d < 0) throw shape_error(detail::cat(what, ": negative extent in shape ", shape));
-    if (d != 0 && n > std::numeric_limits<index_t>::max() / d)
-      throw shape_error(detail::cat(what, ": the element count of shape ", shape, " overflows"));
-    n *= d;
+    if (d == 0)
+      zero = true;
+    else
+      n = detail::checked_mul(n, d, what, "the element count of shape ", shape);
   }
-  return n;
+  return zero ? 0 : n;
 }
 
-/// Row-major (C order) strides of a shape, in elements.
+/// Row-major (C order) strides of a shape, in elements. (Extents of 0 count as 1, so that the
+/// strides of an empty shape are those of the same shape with 1s: any would do.)
 inline strides_t row_major_strides(const shape_t& shape) {
   strides_t s = dims::filled(shape.size(), 1);
-  for (int i = shape.size() - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<index_t>(shape[i + 1], 1);
+  for (int i = shape.size() - 2; i >= 0; --i)
+    s[i] = detail::checked_mul(s[i + 1], std::max<index_t>(shape[i + 1], 1), "row_major_strides",
+                               "the strides of shape ", shape);
   return s;
 }
 

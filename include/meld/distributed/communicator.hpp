@@ -22,7 +22,10 @@
 // rank that never arrives makes the others throw comm_error naming it and the pending collective.
 #pragma once
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +33,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "../core/element_type.hpp"
@@ -82,15 +86,20 @@ inline const char* name_of(collective_kind k) {
 
 /// Settings every backend takes. Zero / unset fields take the backend's default.
 struct comm_options {
-  /// How long a collective waits for a peer that makes no progress before it throws comm_error.
-  /// Default: MELD_COMM_TIMEOUT (seconds) from the environment, else 60 s for threads and 10 min
-  /// for MPI and NCCL.
+/  // How long a collective waits for a peer that makes no progress before it throws comm_error.
+/  // Default: MELD_COMM_TIMEOUT from the environment (seconds, rounded up to whole milliseconds;
+/  // `inf`, `none` or 0: wait forever), else 60 s for threads and 10 min for MPI and NCCL. A
+/  // timeout of `forever` or more (milliseconds::max() included) waits forever.
   std::chrono::milliseconds timeout{0};
   /// Exchange and compare every collective's description before moving data. Default:
   /// MELD_COMM_DEBUG=1 in the environment.
   std::optional<bool> debug;
   /// Pipelining granularity of the ring algorithms (bytes). Default: the backend's.
   std::size_t slice_bytes = 0;
+
+  // "Wait forever": 100 years, short enough that a deadline `now + 2 * forever` still fits in
+  // the steady clock's nanoseconds, so no deadline arithmetic can overflow.
+  static constexpr std::chrono::milliseconds forever = std::chrono::hours(24 * 365 * 100);
 };
 
 namespace detail::dist {
@@ -136,15 +145,26 @@ call_info make_call(std::uint64_t seq, collective_kind kind, std::int64_t count,
   return c;
 }
 
+// MELD_COMM_TIMEOUT in seconds: a number >= 0 (strtod's syntax), `inf` or `none`. 0, `inf`,
+// `none` and anything above comm_options::forever mean forever; a fraction of a millisecond
+// rounds up to one (1e-4 would otherwise become 0, a timeout that fails every wait).
 inline std::chrono::milliseconds env_timeout(std::chrono::milliseconds fallback) {
-  if (const char* env = std::getenv("MELD_COMM_TIMEOUT")) {
-    char* end = nullptr;
-    const double s = std::strtod(env, &end);
-    if (end != env && *end == '\0' && s > 0)
-      return std::chrono::milliseconds(static_cast<long long>(s * 1000));
-    throw std::invalid_argument(cat("MELD_COMM_TIMEOUT='", env, "' is not a number of seconds"));
-  }
-  return fallback;
+  const char* env = std::getenv("MELD_COMM_TIMEOUT");
+  if (!env) return fallback;
+  if (std::string_view(env) == "none") return comm_options::forever;
+  char* end = nullptr;
+  errno = 0;
+  const double s = std::strtod(env, &end);
+  if (s == 0 && errno == ERANGE) return std::chrono::milliseconds(1);  // 1e-400: tiny, not 0
+  if (end == env || *end != '\0' || !(s >= 0))                         // (NaN fails s >= 0)
+    throw std::invalid_argument(
+        cat("MELD_COMM_TIMEOUT='", env,
+            "' is not a timeout: expected seconds >= 0 (e.g. 30 or 0.5), or inf, none or 0 to wait "
+            "forever"));
+  const double ms = std::ceil(s * 1000);
+  if (s == 0 || !(ms < static_cast<double>(comm_options::forever.count())))
+    return comm_options::forever;  // inf and 1e300 included
+  return std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(ms));
 }
 
 inline bool env_debug() {
@@ -163,8 +183,9 @@ inline resolved_options resolve(const comm_options& o, std::chrono::milliseconds
                                 std::size_t default_slice) {
   if (o.timeout.count() < 0)
     throw std::invalid_argument(cat("comm_options: negative timeout ", o.timeout.count(), " ms"));
-  return {o.timeout.count() > 0 ? o.timeout : env_timeout(default_timeout),
-          o.debug.value_or(env_debug()), o.slice_bytes ? o.slice_bytes : default_slice};
+  const auto timeout = o.timeout.count() > 0 ? o.timeout : env_timeout(default_timeout);
+  return {std::min(timeout, comm_options::forever), o.debug.value_or(env_debug()),
+          o.slice_bytes ? o.slice_bytes : default_slice};
 }
 
 inline std::string seconds_str(std::chrono::nanoseconds d) {

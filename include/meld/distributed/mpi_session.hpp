@@ -2,15 +2,38 @@
 //
 //   int main(int argc, char** argv) {
 //     meld::mpi_session mpi(argc, argv);            // MPI_Init_thread(MPI_THREAD_MULTIPLE)
-//     meld::mpi_comm comm;                          // MPI_COMM_WORLD
+//     try {
+//       meld::mpi_comm comm;                        // MPI_COMM_WORLD
+//       ...
+//     } catch (const std::exception& e) {
+//       std::fprintf(stderr, "error: %s\n", e.what());   // first report,
+//       mpi.abort(1);                               // then end the job (or return: finalize)
+//     }
 //   }
+//
+// Keep the session outside the try block, so that an error is reported before MPI ends: after a
+// collective failed, MPI_Finalize can crash or hang (Open MPI 4.1 was seen to segfault in it),
+// and the message would be lost with it. For the same reason a session destroyed while an
+// exception propagates after a communicator failed does not finalize: the exception reaches its
+// handler, and the process ends without MPI_Finalize (mpirun then reports that it did).
 #pragma once
 
 #include <mpi.h>
 
+#include <atomic>
+#include <exception>
+
 #include "comm_error.hpp"
 
 namespace meld {
+
+namespace detail::dist {
+// Set once any mpi_comm of this process has failed (a timeout, a mismatch, an abort, an MPI error).
+inline std::atomic<bool>& mpi_failed() {
+  static std::atomic<bool> failed{false};
+  return failed;
+}
+}  // namespace detail::dist
 
 /// Initializes MPI for meld (MPI_Init_thread asking for MPI_THREAD_MULTIPLE) and finalizes it.
 /// (Open MPI 4.1's MPI_Finalize returns even when a peer has died, with --enable-recovery.)
@@ -27,11 +50,22 @@ class mpi_session {
   ~mpi_session() {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (owner_ && !finalized) MPI_Finalize();
+    if (!owner_ || finalized) return;
+    // Unwinding after a failed collective: finalizing now could crash before the exception is
+    // reported (see the top of this file).
+    if (std::uncaught_exceptions() > uncaught_ && detail::dist::mpi_failed().load()) return;
+    MPI_Finalize();
   }
 
   /// The thread support MPI provides.
   int provided() const { return provided_; }
+
+  // Ends every process of the job with `code` (MPI_Abort on MPI_COMM_WORLD): what a program does
+  // after reporting an error that its peers may not have seen, instead of finalizing.
+  [[noreturn]] void abort(int code) const {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::terminate();  // (MPI_Abort does not return)
+  }
 
  private:
   void init(int* argc, char*** argv, int required) {
@@ -47,6 +81,7 @@ class mpi_session {
   }
   int provided_ = 0;
   bool owner_ = false;
+  int uncaught_ = std::uncaught_exceptions();
 };
 
 }  // namespace meld

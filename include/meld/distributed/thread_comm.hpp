@@ -27,6 +27,11 @@
 // group: the other ranks then throw too (and a straggler that arrives later throws at once).
 // A group that failed refuses further collectives.
 //
+// Mismatched calls: a rank reads a neighbour's buffers only after comparing the neighbour's call
+// (kind, count, element type, operation, root) with its own, and a barrier compares every
+// rank's; a difference throws comm_error (reason mismatch) naming both calls and aborts the
+// group, debug mode or not. Debug mode compares every rank's call before any data moves.
+//
 // Here: the public class and thread_group; the rings are in detail/thread_rings.hpp, the waiting
 // and the failures in detail/thread_endpoint.hpp.
 #pragma once

@@ -29,9 +29,11 @@ inline shape_t matmul_shape(const shape_t& a, const shape_t& b, const char* what
                           " columns, b has ", kb, " rows"));
   if (a.size() == 3 && b.size() == 3 && a[0] != b[0])
     throw shape_error(cat(what, ": batch sizes differ: ", a, " and ", b));
-  if (a.size() == 3) return shape_t{a[0], m, n};
-  if (b.size() == 3) return shape_t{b[0], m, n};
-  return shape_t{m, n};
+  const shape_t out = a.size() == 3   ? shape_t{a[0], m, n}
+                      : b.size() == 3 ? shape_t{b[0], m, n}
+                                      : shape_t{m, n};
+  checked_size(out, what);  // broadcast views can make m x n overflow
+  return out;
 }
 
 }  // namespace detail
@@ -87,8 +89,9 @@ auto matmul(A&& a, B&& b) {
   return matmul_expr<decltype(ca), decltype(cb)>(std::move(ca), std::move(cb));
 }
 
-/// c = alpha * a b + beta * c. c must have exactly the shape of matmul(a, b); it may not overlap
-/// a or b. With beta == 0, c's old values are ignored (NaN included).
+/// c = alpha * a b + beta * c. c must have exactly the shape of matmul(a, b). c may overlap a or b
+/// (gemm(1, x, x, 0, x) is x = x x): an operand that overlaps c is copied first. With beta == 0,
+/// c's old values are ignored (NaN included).
 template <class T, class A, class B, class C>
 requires expression<A> && expression<B>
 void gemm(T alpha, const A& a, const B& b, T beta, C&& c) {

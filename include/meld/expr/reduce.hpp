@@ -12,6 +12,7 @@
 #include "../core/config.hpp"
 #include "expression.hpp"
 #include "functors.hpp"
+#include "operators.hpp"
 
 // The functors are __host__ __device__; instantiated for xsimd batches (host code only) they call
 // host functions, which nvcc would report (warning 20011) although that code never runs on a GPU.
@@ -21,20 +22,52 @@
 #endif
 
 namespace meld {
+namespace detail {
+
+// What sums and products of T accumulate in and return: integers narrower than 64 bits (int32,
+// and the bools of comparisons) widen to int64, as numpy's sum, prod and dot do on 64-bit
+// platforms (1000 x 2^30 does not fit an int32); other types keep theirs.
+template <class T>
+using widened_t = std::conditional_t<std::is_integral_v<T> && (sizeof(T) < sizeof(std::int64_t)),
+                                     std::int64_t, T>;
+
+// a + b and a * b, wrapping modulo 2^64 for signed integers (numpy's int64 overflow) through
+// unsigned arithmetic, since signed overflow is undefined; SIMD batches and floats as they are.
+template <class V>
+MELD_HD MELD_INLINE V wrapping_add(const V& a, const V& b) {
+  if constexpr (std::is_integral_v<V> && std::is_signed_v<V>) {
+    using U = std::make_unsigned_t<V>;
+    return static_cast<V>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+template <class V>
+MELD_HD MELD_INLINE V wrapping_mul(const V& a, const V& b) {
+  if constexpr (std::is_integral_v<V> && std::is_signed_v<V>) {
+    using U = std::make_unsigned_t<V>;
+    return static_cast<V>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+
+}  // namespace detail
+
 namespace reducers {
 
 // A reducer folds values with a commutative, associative combine (up to rounding) from an
 // identity. `result<T>` is the type it produces for elements of type T.
 struct sum {
   template <class T>
-  using result = std::conditional_t<std::is_same_v<T, bool>, std::int64_t, T>;
+  using result = detail::widened_t<T>;
   template <class T>
   static MELD_HD constexpr T identity() {
     return T(0);
   }
   template <class V>
   MELD_HD MELD_INLINE V operator()(const V& a, const V& b) const {
-    return a + b;
+    return detail::wrapping_add(a, b);
   }
   static constexpr bool needs_elements = false;
   static constexpr const char* name = "sum";
@@ -42,14 +75,14 @@ struct sum {
 
 struct prod {
   template <class T>
-  using result = std::conditional_t<std::is_same_v<T, bool>, std::int64_t, T>;
+  using result = detail::widened_t<T>;
   template <class T>
   static MELD_HD constexpr T identity() {
     return T(1);
   }
   template <class V>
   MELD_HD MELD_INLINE V operator()(const V& a, const V& b) const {
-    return a * b;
+    return detail::wrapping_mul(a, b);
   }
   static constexpr bool needs_elements = false;
   static constexpr const char* name = "prod";
@@ -187,8 +220,10 @@ auto reduce_all(E&& e) {
 }
 }  // namespace detail
 
-// ---- over all elements: return a scalar of the element type -------------------------------------
+// ---- over all elements: return a scalar -------------------------------------------------------
 // (for the asynchronous policies, a meld::future of it that converts to the scalar on use)
+// sum, prod and dot return the element type, except that int32 (and comparisons) give int64
+// (detail::widened_t); int64 results wrap modulo 2^64, as numpy's.
 
 /// Sum of every element; float sums are pairwise (see README: relative error about
 /// (log2(n / 1024) + 40) * eps * sum(|x|), independent of the thread count).
@@ -227,11 +262,17 @@ auto argmin(E&& e) {
   return detail::reduce_all<reducers::argmin>(std::forward<E>(e));
 }
 
-/// sum(a * b): the inner product of two expressions of one shape (broadcasting allowed).
+/// sum(a * b): the inner product of two expressions of one shape (broadcasting allowed). Narrow
+/// integers are multiplied in int64 too: 2^20 x 2^20 already overflows an int32.
 template <class A, class B>
 requires expression<A> && expression<B>
 auto dot(A&& a, B&& b) {
-  return sum(std::forward<A>(a) * std::forward<B>(b));
+  using V = std::common_type_t<value_t<A>, value_t<B>>;
+  if constexpr (!std::is_same_v<detail::widened_t<V>, V>)
+    return sum(cast<detail::widened_t<V>>(std::forward<A>(a)) *
+               cast<detail::widened_t<V>>(std::forward<B>(b)));
+  else
+    return sum(std::forward<A>(a) * std::forward<B>(b));
 }
 
 // ---- along an axis: return an expression

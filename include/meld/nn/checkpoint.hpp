@@ -8,8 +8,12 @@
 // Loading checks everything before it changes anything: a missing, truncated or corrupted file,
 // another format version, another element type, or names and shapes that differ from the model's
 // throw nn::checkpoint_error with a message naming the file and what is wrong, and leave the
-// model and the optimizer unchanged. Saving writes a temporary file beside the target and renames
-// it, so an interrupted save never leaves a half-written checkpoint under the target's name.
+// model and the optimizer unchanged; so do a directory or a device (/dev/zero), refused from the
+// first bytes without reading further. Saving writes a temporary file of its own beside the target
+// (a unique name, so that processes saving to one path do not collide), syncs it to the disk,
+// renames it over the target and syncs the directory: a reader sees the old checkpoint or the new
+// one, whole, and an interrupted or failed save (a full disk, say) leaves the target untouched and
+// removes its temporary file. Errors carry the system's reason (errno). POSIX file I/O.
 //
 // Format (version 1), all integers little-endian:
 //   "MELDCKPT"  u32 version  u32 element type  u64 file size  u64 entry count
@@ -20,21 +24,26 @@
 // entries of rank 0.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -239,6 +248,181 @@ inline void check_unique(const std::vector<slot>& slots) {
                                    "s named '", slots[i].name, "'"));
 }
 
+// ---- file I/O: POSIX calls, for fsync and for errno in every message ---------------------------
+
+// A file descriptor, closed when it goes out of scope (unless closed or released before).
+class descriptor {
+ public:
+  explicit descriptor(int fd) : fd_(fd) {}
+  descriptor(descriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  descriptor(const descriptor&) = delete;
+  descriptor& operator=(const descriptor&) = delete;
+  ~descriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  bool is_open() const { return fd_ >= 0; }
+  // Closes now and returns errno on failure (0 on success): a failed close can be a failed write.
+  int close() {
+    const int fd = fd_;
+    fd_ = -1;
+    return ::close(fd) == 0 ? 0 : errno;
+  }
+
+ private:
+  int fd_;
+};
+
+// Writes all n bytes; returns 0 or the errno of the failed write.
+inline int write_fully(int fd, const char* p, std::size_t n) {
+  while (n > 0) {
+    const ::ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return 0;
+}
+
+// Reads up to n bytes (fewer only at the end of the file); returns the count, or -errno.
+inline ::ssize_t read_fully(int fd, char* p, std::size_t n) {
+  std::size_t got = 0;
+  while (got < n) {
+    const ::ssize_t r = ::read(fd, p + got, n - got);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return static_cast<::ssize_t>(got);
+}
+
+// A new, empty file beside `path`, of a name no other save uses (the process id and a random
+// number: another process or thread saving to the same path writes its own), opened for writing.
+inline descriptor create_temporary(const std::filesystem::path& path, std::string& name) {
+  static std::atomic<std::uint64_t> counter{0};
+  for (int attempt = 0;; ++attempt) {
+    // splitmix64 of what differs between saves: the clock, a per-process counter, the thread.
+    std::uint64_t x =
+        static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+        (counter.fetch_add(1) << 40) ^ std::hash<std::thread::id>{}(std::this_thread::get_id());
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    char suffix[48];
+    std::snprintf(suffix, sizeof suffix, ".tmp.%ld.%016llx", static_cast<long>(::getpid()),
+                  static_cast<unsigned long long>(x));
+    name = path.string() + suffix;
+    descriptor f(::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
+    if (f.is_open() || errno != EEXIST || attempt == 100) return f;
+  }
+}
+
+// Makes a rename in `dir` durable. Filesystems that cannot sync a directory say EINVAL: nothing
+// more can be done there.
+inline int sync_directory(const std::filesystem::path& dir) {
+  descriptor d(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!d.is_open()) return errno;
+  if (::fsync(d.get()) != 0 && errno != EINVAL) return errno;
+  return d.close();
+}
+
+// Writes `bytes` to `path` through a temporary file (see the top of this file).
+inline void write_file(const std::filesystem::path& path, const std::string& bytes) {
+  const std::string target = path.string();
+  std::string tmp;
+  descriptor f = create_temporary(path, tmp);
+  if (!f.is_open())
+    throw checkpoint_error(cat("cannot write checkpoint '", target, "': cannot create '", tmp,
+                               "': ", std::strerror(errno)));
+  auto fail = [&](const char* step, int error) {
+    if (f.is_open()) f.close();
+    ::unlink(tmp.c_str());
+    return checkpoint_error(cat("cannot write checkpoint '", target, "': ", step, " '", tmp,
+                                "' failed: ", std::strerror(error),
+                                " (the temporary file is removed; '", target, "' is unchanged)"));
+  };
+  if (const int e = write_fully(f.get(), bytes.data(), bytes.size())) throw fail("writing", e);
+  if (::fsync(f.get()) != 0) throw fail("syncing", errno);
+  if (const int e = f.close()) throw fail("closing", e);
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    throw checkpoint_error(cat("cannot rename '", tmp, "' to '", target, "': ", std::strerror(e),
+                               " (the temporary file is removed)"));
+  }
+  if (const int e = sync_directory(path.parent_path()))
+    throw checkpoint_error(cat("checkpoint '", target, "' was written, but syncing its directory '",
+                               path.parent_path().string(), "' failed: ", std::strerror(e)));
+}
+
+// A checkpoint file's size and bytes: all of them, or only the header when the size it declares
+// is not the file's (then load() reports the truncation or the extra bytes from the sizes alone).
+struct file_contents {
+  std::string bytes;
+  std::uint64_t size = 0;
+};
+
+// Reads a checkpoint file. The header is read and checked first (the magic, and the declared
+// size against the file's), so that a directory, a device or another kind of file is refused
+// from its first bytes, and nothing larger than the file is ever allocated.
+inline file_contents read_file(const std::filesystem::path& path) {
+  const std::string name = path.string();
+  descriptor f(::open(name.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!f.is_open())
+    throw checkpoint_error(cat("cannot open checkpoint '", name, "': ", std::strerror(errno)));
+  struct ::stat st {};
+  if (::fstat(f.get(), &st) != 0)
+    throw checkpoint_error(cat("cannot read checkpoint '", name, "': ", std::strerror(errno)));
+  if (S_ISDIR(st.st_mode))
+    throw checkpoint_error(cat("checkpoint '", name, "' is a directory, not a checkpoint file"));
+  auto read_error = [&](::ssize_t r) {
+    return checkpoint_error(
+        cat("cannot read checkpoint '", name, "': ", std::strerror(static_cast<int>(-r))));
+  };
+  // A regular file's size is known; anything else (a pipe, a device) is read in pieces up to one
+  // byte past the size its header declares.
+  const bool sized = S_ISREG(st.st_mode);
+  file_contents out;
+  out.bytes.resize(header_bytes);
+  const ::ssize_t got = read_fully(f.get(), out.bytes.data(), header_bytes);
+  if (got < 0) throw read_error(got);
+  out.bytes.resize(static_cast<std::size_t>(got));
+  out.size = sized ? static_cast<std::uint64_t>(st.st_size) : out.bytes.size();
+  if (std::memcmp(out.bytes.data(), magic, std::min(out.bytes.size(), sizeof magic)) != 0)
+    throw checkpoint_error(
+        cat("'", name, "' is not a meld checkpoint (it does not start with \"MELDCKPT\")"));
+  if (out.bytes.size() < header_bytes) {  // shorter than a header (now, if it was not before)
+    out.size = out.bytes.size();
+    return out;
+  }
+  std::uint64_t declared;
+  copy_little_endian(&declared, out.bytes.data() + 16, 1, 8);
+  if (sized && declared != out.size) return out;
+  const std::uint64_t limit = sized ? out.size : std::min(declared, std::uint64_t(1) << 62) + 1;
+  while (out.bytes.size() < limit) {
+    const std::size_t at = out.bytes.size();
+    const std::size_t piece =
+        static_cast<std::size_t>(sized ? limit - at : std::min<std::uint64_t>(limit - at, 1 << 20));
+    out.bytes.resize(at + piece);
+    const ::ssize_t r = read_fully(f.get(), out.bytes.data() + at, piece);
+    if (r < 0) throw read_error(r);
+    out.bytes.resize(at + static_cast<std::size_t>(r));
+    if (static_cast<std::size_t>(r) < piece) break;  // the end of the file
+  }
+  if (!sized) out.size = out.bytes.size();
+  if (out.bytes.size() != out.size)  // the file changed while it was read
+    throw checkpoint_error(cat("checkpoint '", name, "' changed while it was read (", out.size,
+                               " bytes, then ", out.bytes.size(), ")"));
+  return out;
+}
+
 inline void save(const std::filesystem::path& path, std::uint32_t element_type,
                  const std::vector<slot>& slots) {
   check_unique(slots);
@@ -266,26 +450,7 @@ inline void save(const std::filesystem::path& path, std::uint32_t element_type,
       crc32(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
   w.put<std::uint32_t>(crc);
 
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw checkpoint_error(
-          cat("cannot write checkpoint '", tmp.string(), "': ", std::strerror(errno)));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out)
-      throw checkpoint_error(
-          cat("cannot write checkpoint '", tmp.string(), "': ", std::strerror(errno)));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw checkpoint_error(
-        cat("cannot rename '", tmp.string(), "' to '", path.string(), "': ", ec.message()));
-  }
+  write_file(path, bytes);
 }
 
 // Reads and validates a checkpoint, then fills `slots` from it; nothing is written into them
@@ -295,20 +460,12 @@ inline void load(const std::filesystem::path& path, std::uint32_t element_type,
                  const std::vector<slot>& slots, bool with_optimizer) {
   check_unique(slots);
   const std::string file = path.string();
-  std::string bytes;
-  {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-      throw checkpoint_error(cat("cannot open checkpoint '", file, "': ", std::strerror(errno)));
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (in.bad()) throw checkpoint_error(cat("cannot read checkpoint '", file, "'"));
-  }
-  if (std::memcmp(bytes.data(), magic, std::min(bytes.size(), sizeof magic)) != 0)
+  const file_contents contents = read_file(path);  // the magic is checked
+  const std::string& bytes = contents.bytes;
+  const std::uint64_t size = contents.size;
+  if (size < header_bytes + checksum_bytes)
     throw checkpoint_error(
-        cat("'", file, "' is not a meld checkpoint (it does not start with ", "\"MELDCKPT\")"));
-  if (bytes.size() < header_bytes + checksum_bytes)
-    throw checkpoint_error(cat("checkpoint '", file, "' is truncated: ", bytes.size(),
-                               " bytes, shorter than its header"));
+        cat("checkpoint '", file, "' is truncated: ", size, " bytes, shorter than its header"));
   reader header(bytes, header_bytes, file);
   header.seek(sizeof magic);
   const auto version = header.get<std::uint32_t>();
@@ -318,12 +475,13 @@ inline void load(const std::filesystem::path& path, std::uint32_t element_type,
   const auto type = header.get<std::uint32_t>();
   const auto total = header.get<std::uint64_t>();
   const auto count = header.get<std::uint64_t>();
-  if (bytes.size() < total)
+  if (size < total)
     throw checkpoint_error(
-        cat("checkpoint '", file, "' is truncated: ", bytes.size(), " of ", total, " bytes"));
-  if (bytes.size() > total)
-    throw checkpoint_error(cat("checkpoint '", file, "' has ", bytes.size() - total,
+        cat("checkpoint '", file, "' is truncated: ", size, " of ", total, " bytes"));
+  if (size > total)
+    throw checkpoint_error(cat("checkpoint '", file, "' has ", size - total,
                                " unexpected bytes after its end (", total, " bytes)"));
+  // Here the whole file has been read: bytes.size() == size == total.
   const std::size_t body = bytes.size() - checksum_bytes;
   std::uint32_t stored;
   copy_little_endian(&stored, bytes.data() + body, 1, 4);

@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "../core/broadcast.hpp"
+#include "../core/checked.hpp"
 #include "../core/shape.hpp"
 #include "slice.hpp"
 
@@ -37,6 +38,19 @@ template <class S>
 concept slice_spec = std::same_as<std::remove_cvref_t<S>, all_t> ||
     std::same_as<std::remove_cvref_t<S>, range> || std::integral<std::remove_cvref_t<S>>;
 
+// offset + index * strides[axis], checked (a view of a valid layout cannot overflow here, but a
+// layout made by hand can).
+inline index_t slice_offset(index_t offset, index_t index, const shape_t& shape,
+                            const strides_t& strides, int axis) {
+  auto fail = [&] {
+    return shape_error(cat("slice: the offset of index ", index, " on axis ", axis, " of shape ",
+                           shape, " with strides ", strides, " overflows"));
+  };
+  index_t step = 0, out = 0;
+  if (!mul_fits(index, strides[axis], step) || !add_fits(offset, step, out)) throw fail();
+  return out;
+}
+
 template <class... Specs>
 layout slice_layout(const shape_t& shape, const strides_t& strides, const Specs&... specs) {
   constexpr int given = sizeof...(Specs);
@@ -53,9 +67,14 @@ layout slice_layout(const shape_t& shape, const strides_t& strides, const Specs&
       out.strides.push_back(strides[axis]);
     } else if constexpr (std::is_same_v<S, range>) {
       const resolved_range r = resolve(spec, n, axis);
-      out.offset += r.first * strides[axis];
+      out.offset = slice_offset(out.offset, r.first, shape, strides, axis);
       out.shape.push_back(r.count);
-      out.strides.push_back(r.count > 1 ? strides[axis] * r.step : strides[axis]);
+      // (A step larger than the axis leaves one element, whose stride does not matter.)
+      out.strides.push_back(r.count > 1
+                                ? checked_mul(strides[axis], r.step, "slice", "the stride of axis ",
+                                              axis, " in shape ", shape, " with strides ", strides,
+                                              " times step ", r.step)
+                                : strides[axis]);
     } else {
       const index_t i = static_cast<index_t>(spec) < 0 ? static_cast<index_t>(spec) + n
                                                        : static_cast<index_t>(spec);
@@ -63,7 +82,7 @@ layout slice_layout(const shape_t& shape, const strides_t& strides, const Specs&
         throw shape_error(cat("slice: index ", static_cast<index_t>(spec),
                               " is out of range for axis ", axis, " of extent ", n, " in shape ",
                               shape));
-      out.offset += i * strides[axis];
+      out.offset = slice_offset(out.offset, i, shape, strides, axis);
     }
     ++axis;
   };
@@ -120,7 +139,10 @@ inline layout unsqueeze_layout(const shape_t& shape, const strides_t& strides, l
   if (shape.size() >= max_rank)
     throw shape_error(cat("unsqueeze: a tensor of shape ", shape, " already has rank ", max_rank));
   layout out{shape, strides, 0};
-  const index_t stride = a < shape.size() ? strides[a] * shape[a] : 1;
+  const index_t stride =
+      a < shape.size() ? checked_mul(strides[a], shape[a], "unsqueeze", "the stride before axis ",
+                                     a, " of shape ", shape, " with strides ", strides)
+                       : 1;
   out.shape.insert(a, 1);
   out.strides.insert(a, stride);
   return out;
@@ -129,27 +151,33 @@ inline layout unsqueeze_layout(const shape_t& shape, const strides_t& strides, l
 inline layout broadcast_layout(const shape_t& shape, const strides_t& strides, const shape_t& to) {
   if (!broadcasts_to(shape, to))
     throw shape_error(cat("broadcast_to: shape ", shape, " cannot be broadcast to ", to));
+  checked_size(to, "broadcast_to");
   return layout{to, broadcast_strides(shape, strides, to), 0};
 }
 
 // ---- reshape ------------------------------------------------------------------------------------
 
-// Resolves one -1 extent and checks that the element count is kept.
+// Resolves one -1 extent and checks that the element count is kept (and that the product of the
+// given extents does not overflow: {4, 2^62 + 1} is not {4}).
 inline shape_t resolve_reshape(const shape_t& from, const shape_t& to) {
   const index_t n = from.product();
   shape_t out = to;
   int infer = -1;
-  index_t known = 1;
+  index_t known = 1;  // the product of the nonzero extents given
+  bool zero = false;
   for (int i = 0; i < to.size(); ++i) {
     if (to[i] == -1) {
       if (infer >= 0) throw shape_error(cat("reshape: ", to, " has more than one -1"));
       infer = i;
     } else if (to[i] < 0) {
       throw shape_error(cat("reshape: ", to, " has a negative extent"));
+    } else if (to[i] == 0) {
+      zero = true;
     } else {
-      known *= to[i];
+      known = checked_mul(known, to[i], "reshape", "the element count of shape ", to);
     }
   }
+  if (zero) known = 0;
   if (infer >= 0) {
     if (known == 0 || n % known != 0)
       throw shape_error(cat("reshape: cannot reshape ", from, " (", n, " elements) into ", to));
@@ -192,7 +220,9 @@ inline std::optional<strides_t> reshape_strides(const shape_t& shape, const stri
     for (int k = oi; k + 1 < oj; ++k)
       if (old_strides[k] != old_shape[k + 1] * old_strides[k + 1]) return std::nullopt;
     out[nj - 1] = old_strides[oj - 1];
-    for (int k = nj - 1; k > ni; --k) out[k - 1] = out[k] * to[k];
+    for (int k = nj - 1; k > ni; --k)
+      out[k - 1] =
+          checked_mul(out[k], to[k], "reshape", "the strides of ", to, " from strides ", strides);
     ni = nj;
     oi = oj;
   }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <concepts>
+#include <cstdint>
 #include <optional>
 
 #include "../core/config.hpp"
@@ -57,7 +58,16 @@ inline resolved_range resolve(const range& r, index_t n, int axis) {
     throw shape_error(
         cat("slice: ", describe(r), " is out of range for axis ", axis, " of extent ", n));
   };
+  // v + n for a negative v: never overflows (n >= 0); a v below -n is out of range either way.
   auto norm = [&](index_t v) { return v < 0 ? v + n : v; };
+  // ceil(distance / |step|) for distance > 0, without overflow for any step (INT64_MAX and
+  // INT64_MIN included: numpy gives range(0, 3, INT64_MAX) one element): |step| as unsigned.
+  const std::uint64_t magnitude = r.step > 0
+                                      ? static_cast<std::uint64_t>(r.step)
+                                      : std::uint64_t(0) - static_cast<std::uint64_t>(r.step);
+  auto count = [&](index_t distance) {
+    return static_cast<index_t>((static_cast<std::uint64_t>(distance) - 1) / magnitude + 1);
+  };
   resolved_range out;
   out.step = r.step;
   if (r.step > 0) {
@@ -65,14 +75,14 @@ inline resolved_range resolve(const range& r, index_t n, int axis) {
     const index_t e = r.stop ? norm(*r.stop) : n;
     if (s < 0 || s > n || e < 0 || e > n) fail();
     out.first = s;
-    out.count = e > s ? (e - s + r.step - 1) / r.step : 0;
+    out.count = e > s ? count(e - s) : 0;
   } else {
     const index_t s = r.start ? norm(*r.start) : n - 1;
     const index_t e = r.stop ? norm(*r.stop) : -1;
     if (n > 0 && (s < 0 || s >= n || e < -1 || e >= n || (r.stop && *r.stop < -n))) fail();
     if (n == 0 && (r.start || r.stop)) fail();
     out.first = n > 0 ? s : 0;
-    out.count = (n > 0 && s > e) ? (s - e + (-r.step) - 1) / (-r.step) : 0;
+    out.count = (n > 0 && s > e) ? count(s - e) : 0;
   }
   return out;
 }

@@ -32,8 +32,10 @@ class tensor_view : public detail::strided_tensor<tensor_view<T, Backend>, T, Ba
 
   tensor_view() = default;
   /// A view of storage st, at base_data plus the layout's offset, with its shape and strides.
+  /// (An empty tensor has no storage: its views keep the null pointer, whatever their offset,
+  /// since arithmetic on a null pointer is undefined.)
   tensor_view(std::shared_ptr<storage_type> st, T* base_data, const layout& l)
-      : base(std::move(st), base_data + l.offset, l.shape, l.strides) {}
+      : base(std::move(st), base_data ? base_data + l.offset : base_data, l.shape, l.strides) {}
   /// Views copy cheaply; a copy views the same elements.
   tensor_view(const tensor_view&) = default;
 

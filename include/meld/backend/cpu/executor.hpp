@@ -41,7 +41,7 @@ struct executor<cpu<sync>> {
   static void reduce_axis(const Dst& dst, const E& e, int axis) {
     detail::cpu_eval::reduce_axis<R>(dst, e, axis);
   }
-  // c = alpha a b + beta c (shapes checked by meld::gemm). c may not overlap a or b.
+  // c = alpha a b + beta c (shapes checked by meld::gemm); an operand that overlaps c is copied.
   template <class T, class A, class B, class C>
   static void gemm(T alpha, const A& a, const B& b, T beta, const C& c) {
     detail::cpu_eval::gemm_into(alpha, a, b, beta, c);

@@ -39,7 +39,8 @@ strided_operand<T> as_strided(const E& e) {
 }
 
 // c = alpha a b + beta c for rank-2 or rank-3 (batched) strided operands; c does not overlap a
-// or b. One instantiation per element type, whatever the operands' expressions.
+// or b (gemm_into copies an operand that does). One instantiation per element type, whatever the
+// operands' expressions.
 template <class T>
 MELD_NOINLINE void gemm_strided(T alpha, const strided_operand<T>& a, const strided_operand<T>& b,
                                 T beta, T* c_data, const shape_t& cs, const strides_t& c_strides) {
@@ -72,11 +73,33 @@ MELD_NOINLINE void gemm_strided(T alpha, const strided_operand<T>& a, const stri
   for (index_t batch = 0; batch < batches; ++batch) one(batch);
 }
 
-// c = alpha a b + beta c for expressions a and b (evaluated first unless they are strided leaves).
+// An operand that overlaps the output is copied first: a product reads each operand element many
+// times, some after the output elements over it are written (README: aliasing is safe).
+template <class T>
+void detach(strided_operand<T>& x, const byte_span& out) {
+  if (x.temporary.size() != 0 || x.shape.product() == 0 ||
+      !overlaps(span_of(reinterpret_cast<const char*>(x.data), x.shape, x.strides, sizeof(T)), out))
+    return;
+  tensor<T, cpu<>> copy(x.shape, uninitialized);
+  assign(copy, tensor_view<const T, cpu<>>(nullptr, x.data, layout{x.shape, x.strides, 0}));
+  x.data = copy.raw_data();
+  x.strides = copy.strides();
+  x.temporary = std::move(copy);
+}
+
+// c = alpha a b + beta c for expressions a and b (evaluated first unless they are strided leaves,
+// and copied first when they overlap c).
 template <class T, class A, class B, class C>
 void gemm_into(T alpha, const A& a_expr, const B& b_expr, T beta, const C& c_view) {
-  gemm_strided<T>(alpha, as_strided<T>(a_expr), as_strided<T>(b_expr), beta,
-                  const_cast<T*>(c_view.raw_data()), c_view.shape(), c_view.strides());
+  strided_operand<T> a = as_strided<T>(a_expr), b = as_strided<T>(b_expr);
+  if (c_view.size() != 0) {
+    const byte_span out = span_of(reinterpret_cast<const char*>(c_view.raw_data()), c_view.shape(),
+                                  c_view.strides(), sizeof(T));
+    detach(a, out);
+    detach(b, out);
+  }
+  gemm_strided<T>(alpha, a, b, beta, const_cast<T*>(c_view.raw_data()), c_view.shape(),
+                  c_view.strides());
 }
 
 template <class A, class B>

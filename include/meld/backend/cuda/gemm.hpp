@@ -62,7 +62,9 @@ void executor<cuda<Policy>>::gemm(T alpha, const A& a_expr, const B& b_expr, T b
   const auto opa = detail::as_column_major_transposed(m, k, ars, acs);
   const auto opb = detail::as_column_major_transposed(k, n, brs, bcs);
   const bool c_ok = (ccs == 1 || n == 1) && crs >= n;
-  if (!opa.ok || !opb.ok || !c_ok) {
+  // An operand that overlaps c goes through the copies too (cuBLAS may not alias them).
+  const bool aliased = detail::reads_destination(c, a) || detail::reads_destination(c, b);
+  if (!opa.ok || !opb.ok || !c_ok || aliased) {
     tensor<T, Back> ca(a.shape(), uninitialized), cb(b.shape(), uninitialized),
         cc(cs, uninitialized);
     executor::assign(ca, a);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../communicator.hpp"
+#include "../mpi_session.hpp"
 #include "progress.hpp"
 
 namespace meld::detail::dist {
@@ -126,6 +127,7 @@ class mpi_endpoint {
         break;
       }
       if (wait.expired()) {
+        mpi_failed().store(true);  // the duplications stay pending: MPI_Finalize would hang
         throw comm_error(
             comm_error::reason::timeout,
             cat("meld::mpi_comm rank ", rank_, ": constructing the communicator timed out after ",
@@ -169,9 +171,9 @@ class mpi_endpoint {
       body(call);
       finish_announce(call);
     } catch (...) {
-      // Receives still posted would write into memory that is about to be freed.
-      cancel_receives(header_reqs_.data(),
-                      std::min<int>(size_, static_cast<int>(header_reqs_.size())));
+      // Receives still posted would write into memory that is about to be freed. (The header
+      // sends read this endpoint's memory, which stays.)
+      settle(header_reqs_.data(), std::min<int>(size_, static_cast<int>(header_reqs_.size())));
       throw;
     }
   }
@@ -187,7 +189,12 @@ class mpi_endpoint {
       rc = start(&r);
     }
     check(rc, what, call);
-    poll(&r, 1, call, [what] { return cat(what, " did not complete"); });
+    try {
+      poll(&r, 1, call, [what] { return cat(what, " did not complete"); });
+    } catch (...) {
+      settle(&r, 1, /*cancel=*/false);  // the operation reads and writes the caller's buffers
+      throw;
+    }
   }
 
   std::unique_lock<std::recursive_mutex> mpi_lock() const {
@@ -207,15 +214,40 @@ class mpi_endpoint {
     throw comm_error(comm_error::reason::backend, msg);
   }
 
-  // After a failure: cancels the receives that are still posted (so that a late message cannot
-  // write into freed memory) and waits briefly for the cancellations; sends are left to finish.
-  void cancel_receives(MPI_Request* reqs, int n) noexcept {
-    auto lock = mpi_lock();
-    for (int i = 0; i < n; ++i)
-      if (reqs[i] != MPI_REQUEST_NULL) MPI_Cancel(&reqs[i]);
-    const auto deadline = clock::now() + std::chrono::seconds(1);
-    for (int flag = 0; !flag && clock::now() < deadline;)
-      MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
+  // How long a failed collective waits for its transfers to settle (see settle()): half the
+  // timeout, at most 2 s. Long enough for a live peer, which polls about every millisecond and
+  // is told of the failure by a small message; short enough that a failure is still reported
+  // within twice the timeout.
+  std::chrono::milliseconds failure_grace() const {
+    return std::min<std::chrono::milliseconds>(opts_.timeout / 2, std::chrono::seconds(2));
+  }
+
+  // After a failure, before the collective returns to a caller who may then free its buffers:
+  // the requests that still read or write them. Receives are cancelled, so that a late message
+  // cannot write into freed memory. A send cannot be recalled: Open MPI ignores MPI_Cancel of a
+  // send, and a send that its peer has matched reads the buffer until it completes; so with
+  // `cancel`, sends are cancelled where MPI can, and then every request is polled until it has
+  // completed, for at most failure_grace(): time for a live peer to finish the transfer, or to
+  // see the abort notice and cancel its receive. A send still pending after that has no live
+  // receive: its peer is gone, stuck outside MPI, or failed, and a failed communicator posts no
+  // more. (Requests of MPI's nonblocking collectives cannot be cancelled: cancel = false.)
+  void settle(MPI_Request* reqs, int n, bool cancel = true) noexcept {
+    if (n <= 0) return;
+    if (cancel) {
+      auto lock = mpi_lock();
+      for (int i = 0; i < n; ++i)
+        if (reqs[i] != MPI_REQUEST_NULL) MPI_Cancel(&reqs[i]);
+    }
+    const auto deadline = clock::now() + failure_grace();
+    for (;;) {
+      int flag = 0;
+      {
+        auto lock = mpi_lock();
+        MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
+      }
+      if (flag || clock::now() >= deadline) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
   }
 
   static int checked_count(std::size_t n, const char* what) {
@@ -364,6 +396,7 @@ class mpi_endpoint {
   }
 
   void mark_failed(const std::string& why, comm_error::reason reason) {
+    mpi_failed().store(true);
     std::lock_guard lock(fail_mutex_);
     if (failed_.empty()) {
       failed_ = why;

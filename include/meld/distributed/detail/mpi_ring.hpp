@@ -93,18 +93,17 @@ void ring_allreduce(mpi_endpoint& ep, T* buf, const call_info& call, reduce_op o
     f();
   };
 
-  struct cancel_on_throw {
+  // A failure (a timeout, an abort notice, an MPI error) leaves receives and sends posted on
+  // `buf` and `tmp`: they are settled before the exception reaches the caller, who may free
+  // `buf` (mpi_endpoint::settle).
+  struct settle_on_throw {
     mpi_endpoint* self;
     std::vector<MPI_Request>& reqs;
-    index_t receives;
-    ~cancel_on_throw() {
+    ~settle_on_throw() {
       if (std::uncaught_exceptions() == 0) return;
-      self->cancel_receives(reqs.data(), static_cast<int>(receives));
-      auto lock = self->mpi_lock();
-      for (std::size_t i = static_cast<std::size_t>(receives); i < reqs.size(); ++i)
-        if (reqs[i] != MPI_REQUEST_NULL) MPI_Request_free(&reqs[i]);
+      self->settle(reqs.data(), static_cast<int>(reqs.size()));
     }
-  } guard{&ep, reqs, S};
+  } guard{&ep, reqs};
 
   // Reduce-scatter: step s receives chunk r - 1 - s (partial) from the left, reduces it into
   // place, and forwards it at step s + 1.

@@ -152,6 +152,18 @@ class thread_endpoint {
     if (right() != left()) slot_of(right()).waiter.notify();
   }
 
+  // What rank `peer` published for `call`, once it has arrived, checked against this rank's call:
+  // the rings read a peer's buffers only through this, so a peer that called something else
+  // (another kind, count, element type, operation or root) is reported as a mismatch instead of
+  // being read out of bounds. A comparison in the shared slot, where debug mode instead compares
+  // every rank's call with every other's before any data moves.
+  const tc_entry& matching_entry(int peer, const call_info& call) {
+    await(peer, seq_base(call.seq), call);
+    const tc_entry& e = entry_of(peer, call);
+    if (!(e.call == call)) mismatch(peer, e.call, call);
+    return e;
+  }
+
   // Waits until rank `peer` has published progress >= target.
   void await(int peer, std::uint64_t target, const call_info& call) {
     const std::atomic<std::uint64_t>& p = slot_of(peer).progress;
@@ -199,6 +211,17 @@ class thread_endpoint {
         cat("meld::thread_comm: ranks called different collectives at #", call.seq, ":");
     for (int q = 0; q < size(); ++q)
       msg += cat(q ? ";" : "", " rank ", q, " called ", entry_of(q, call).call.str());
+    st_->abort(rank_, comm_error::reason::mismatch, msg);
+    throw comm_error(comm_error::reason::mismatch, msg);
+  }
+
+  [[noreturn]] void mismatch(int peer, const call_info& theirs, const call_info& mine) {
+    const bool first = rank_ < peer;
+    std::string msg =
+        cat("meld::thread_comm: ranks called different collectives at #", mine.seq, ": rank ",
+            first ? rank_ : peer, " called ", (first ? mine : theirs).str(), "; rank ",
+            first ? peer : rank_, " called ", (first ? theirs : mine).str(), " (seen by rank ",
+            rank_, "; MELD_COMM_DEBUG=1 compares every rank's call)");
     st_->abort(rank_, comm_error::reason::mismatch, msg);
     throw comm_error(comm_error::reason::mismatch, msg);
   }

@@ -1,7 +1,9 @@
 // thread_comm's algorithms: bandwidth-optimal rings that move data directly between the ranks'
 // buffers (shared memory: a rank reads its left neighbour's published buffer), pipelined in
 // slices. Each function is one rank's part of the collective `call`; a rank waits only for its two
-// neighbours' progress counters (thread_endpoint). See thread_comm.hpp for the algorithms' costs.
+// neighbours' progress counters (thread_endpoint), and reads a neighbour's buffers only after
+// checking that it called the same collective (thread_endpoint::matching_entry). See
+// thread_comm.hpp for the algorithms' costs.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +22,7 @@ void ring_allreduce(thread_endpoint& me, T* buf, const call_info& call, reduce_o
   const index_t n = call.count;
   if (k == 1 || n == 0) return;
   const std::uint64_t base = seq_base(call.seq);
-  me.await(me.left(), base, call);
-  const T* lbuf = static_cast<const T*>(me.entry_of(me.left(), call).dst);
+  const T* lbuf = static_cast<const T*>(me.matching_entry(me.left(), call).dst);
   const index_t S = me.slices((n + k - 1) / k, sizeof(T));
   const index_t steps = 2 * (k - 1);
   for (index_t g = 0; g < steps; ++g) {
@@ -59,8 +60,7 @@ void ring_reduce_scatter(thread_endpoint& me, const T* in, T* out, const call_in
   if (m == 0) return;
   if (k == 1) return copy_elements(out, in, m);
   const std::uint64_t base = seq_base(call.seq);
-  me.await(me.left(), base, call);
-  const tc_entry& le = me.entry_of(me.left(), call);
+  const tc_entry& le = me.matching_entry(me.left(), call);
   const T* lin = static_cast<const T*>(le.src);
   const T* lscratch = static_cast<const T*>(le.scratch);
   const index_t S = me.slices(m, sizeof(T));
@@ -100,8 +100,7 @@ void ring_allgather(thread_endpoint& me, const T* in, T* out, const call_info& c
     copy_elements(out + r * m + a, in + a, b - a);
     me.advance(base + static_cast<std::uint64_t>(j + 1));
   }
-  me.await(me.left(), base, call);
-  const T* lout = static_cast<const T*>(me.entry_of(me.left(), call).dst);
+  const T* lout = static_cast<const T*>(me.matching_entry(me.left(), call).dst);
   for (index_t s = 1; s < k; ++s) {
     const int c = me.mod(r - static_cast<long>(s));
     for (index_t j = 0; j < S; ++j) {
@@ -128,8 +127,7 @@ void chain_broadcast(thread_endpoint& me, T* buf, const call_info& call) {
   if (d == 0) {
     me.advance(base + static_cast<std::uint64_t>(S));
   } else {
-    me.await(me.left(), base, call);
-    const T* lbuf = static_cast<const T*>(me.entry_of(me.left(), call).dst);
+    const T* lbuf = static_cast<const T*>(me.matching_entry(me.left(), call).dst);
     for (index_t j = 0; j < S; ++j) {
       me.await(me.left(), base + static_cast<std::uint64_t>(j + 1), call);
       const index_t a = part_begin(n, S, j), b = part_begin(n, S, j + 1);
@@ -140,11 +138,12 @@ void chain_broadcast(thread_endpoint& me, T* buf, const call_info& call) {
   if (d < k - 1) me.await(me.right(), base + static_cast<std::uint64_t>(S), call);
 }
 
-// Every rank announces its arrival and waits for the others'.
+// Every rank announces its arrival and waits for the others' (checking that they called a
+// barrier too).
 inline void arrive_all(thread_endpoint& me, const call_info& call) {
   me.arrive(call, nullptr, nullptr, nullptr);
-  if (!me.debug())  // (the debug check already waited for everyone)
-    for (int q = 0; q < me.size(); ++q) me.await(q, seq_base(call.seq), call);
+  if (!me.debug())  // (the debug check already waited for everyone and compared)
+    for (int q = 0; q < me.size(); ++q) me.matching_entry(q, call);
 }
 
 }  // namespace meld::detail::dist
