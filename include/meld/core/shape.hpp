@@ -93,8 +93,8 @@ class dims {
     return true;
   }
 
-/  // Product of the entries (the element count of a shape); 1 for rank 0. Unchecked: every shape
-/  // meld builds passed checked_size, whose product cannot overflow.
+  /// Product of the entries (the element count of a shape); 1 for rank 0. Unchecked: every shape
+  /// meld builds passed checked_size, whose product cannot overflow.
   MELD_HD constexpr index_t product() const {
     index_t p = 1;
     for (int i = 0; i < rank_; ++i) p *= v_[i];

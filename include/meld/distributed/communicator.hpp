@@ -86,10 +86,10 @@ inline const char* name_of(collective_kind k) {
 
 /// Settings every backend takes. Zero / unset fields take the backend's default.
 struct comm_options {
-/  // How long a collective waits for a peer that makes no progress before it throws comm_error.
-/  // Default: MELD_COMM_TIMEOUT from the environment (seconds, rounded up to whole milliseconds;
-/  // `inf`, `none` or 0: wait forever), else 60 s for threads and 10 min for MPI and NCCL. A
-/  // timeout of `forever` or more (milliseconds::max() included) waits forever.
+  /// How long a collective waits for a peer that makes no progress before it throws comm_error.
+  /// Default: MELD_COMM_TIMEOUT from the environment (seconds, rounded up to whole milliseconds;
+  /// `inf`, `none` or 0: wait forever), else 60 s for threads and 10 min for MPI and NCCL. A
+  /// timeout of `forever` or more (milliseconds::max() included) waits forever.
   std::chrono::milliseconds timeout{0};
   /// Exchange and compare every collective's description before moving data. Default:
   /// MELD_COMM_DEBUG=1 in the environment.
@@ -97,8 +97,8 @@ struct comm_options {
   /// Pipelining granularity of the ring algorithms (bytes). Default: the backend's.
   std::size_t slice_bytes = 0;
 
-  // "Wait forever": 100 years, short enough that a deadline `now + 2 * forever` still fits in
-  // the steady clock's nanoseconds, so no deadline arithmetic can overflow.
+  /// "Wait forever": 100 years, short enough that a deadline `now + 2 * forever` still fits in
+  /// the steady clock's nanoseconds, so no deadline arithmetic can overflow.
   static constexpr std::chrono::milliseconds forever = std::chrono::hours(24 * 365 * 100);
 };
 

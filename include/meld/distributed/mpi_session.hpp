@@ -60,8 +60,8 @@ class mpi_session {
   /// The thread support MPI provides.
   int provided() const { return provided_; }
 
-  // Ends every process of the job with `code` (MPI_Abort on MPI_COMM_WORLD): what a program does
-  // after reporting an error that its peers may not have seen, instead of finalizing.
+  /// Ends every process of the job with `code` (MPI_Abort on MPI_COMM_WORLD): what a program does
+  /// after reporting an error that its peers may not have seen, instead of finalizing.
   [[noreturn]] void abort(int code) const {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::terminate();  // (MPI_Abort does not return)
