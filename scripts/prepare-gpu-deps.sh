@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Copies the header-only and small dependencies of the GPU check (xsimd, xtl, Catch2, Google
-# Benchmark) from this Debian machine into .deps/ (ignored by git), keeping Debian's layout so that
-# their CMake package files find everything relative to .deps. For machines that have CUDA but not
-# these packages: carry .deps with the working tree, then run scripts/gpu-check.sh.
+# Benchmark, zlib for the training example) and the Fashion-MNIST files (30 MB) from this Debian
+# machine into .deps/ (ignored by git), keeping Debian's layout so that their CMake package files
+# find everything relative to .deps. For machines that have CUDA but not these packages: carry
+# .deps with the working tree, then run scripts/gpu-check.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arch=lib/x86_64-linux-gnu
@@ -13,4 +14,7 @@ cp -r /usr/$arch/cmake/xsimd /usr/$arch/cmake/benchmark .deps/$arch/cmake/
 cp -r /usr/lib/cmake/Catch2 .deps/lib/cmake/
 cp -a /usr/$arch/libbenchmark*.so* .deps/$arch/ 2>/dev/null || true
 cp -a /usr/$arch/libbenchmark*.a .deps/$arch/ 2>/dev/null || true
+cp /usr/include/zlib.h /usr/include/zconf.h .deps/include/ 2>/dev/null || true
+cp -a /usr/$arch/libz.so* /usr/$arch/libz.a .deps/$arch/ 2>/dev/null || true
+[ -d /usr/share/datasets/fashion-mnist ] && cp -r /usr/share/datasets/fashion-mnist .deps/
 du -sh .deps
