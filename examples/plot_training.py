@@ -3,8 +3,9 @@
 
     /usr/bin/python3 examples/plot_training.py run.csv [more.csv ...] [-o curves.png]
 
-Each CSV becomes one set of curves (labelled by its file name): training loss on the left,
-training and test accuracy on the right. Needs matplotlib (Debian: python3-matplotlib).
+Each CSV becomes one set of curves (labelled by its file name): training and test loss on the
+left, training and test accuracy on the right, over whole epochs. Needs matplotlib (Debian:
+python3-matplotlib). Logs written before test_loss was recorded plot without it.
 """
 import argparse
 import csv
@@ -12,6 +13,7 @@ import os
 import sys
 
 EXPECTED = ["epoch", "train_loss", "train_acc", "test_acc", "samples_per_sec", "seconds"]
+OPTIONAL = ["test_loss"]
 
 
 def read_log(path):
@@ -24,7 +26,7 @@ def read_log(path):
         sys.exit(f"plot_training: {path} is not a train_fashion_mnist log "
                  f"(expected the columns {', '.join(EXPECTED)})")
     try:
-        return {k: [float(r[k]) for r in rows] for k in EXPECTED}
+        return {k: [float(r[k]) for r in rows] for k in EXPECTED + OPTIONAL if k in rows[0]}
     except (TypeError, ValueError):
         sys.exit(f"plot_training: {path} has a row that is not numbers")
 
@@ -45,13 +47,19 @@ def main():
     for path in args.logs:
         log = read_log(path)
         name = os.path.splitext(os.path.basename(path))[0]
-        loss_ax.plot(log["epoch"], log["train_loss"], marker="o", label=name)
+        train_line, = loss_ax.plot(log["epoch"], log["train_loss"], marker="o",
+                                   label=f"{name} train")
+        if "test_loss" in log:
+            loss_ax.plot(log["epoch"], log["test_loss"], linestyle="--",
+                         color=train_line.get_color(), label=f"{name} test")
         line, = acc_ax.plot(log["epoch"], log["test_acc"], marker="o", label=f"{name} test")
         acc_ax.plot(log["epoch"], log["train_acc"], linestyle="--", color=line.get_color(),
                     label=f"{name} train")
-    loss_ax.set(xlabel="epoch", ylabel="training loss", title="Loss")
+    loss_ax.set(xlabel="epoch", ylabel="loss", title="Loss")
     acc_ax.set(xlabel="epoch", ylabel="accuracy", title="Accuracy")
+    from matplotlib.ticker import MaxNLocator
     for ax in (loss_ax, acc_ax):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()

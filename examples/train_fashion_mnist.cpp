@@ -5,6 +5,8 @@
 //   train_fashion_mnist [--model mlp|lenet] [--epochs N] [--batch N] [--lr X] [--seed N]
 //                       [--threads N] [--optimizer sgd|adam] [--log FILE] [--data DIR]
 //                       [--limit N] [--workers K] [--no-prefetch]
+//                       [--save PATH [--save-every N]] [--resume PATH]
+// (every flag also as --flag=value; --help prints this on stdout)
 //   mpirun -np K train_fashion_mnist --backend mpi [...]
 //
 // The backend is chosen when the example is compiled (MELD_EXAMPLE_BACKEND: CMake builds
@@ -35,6 +37,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -86,16 +89,21 @@ struct options {
   int workers = 1;
   std::string backend = host_comms ? "threads" : "nccl";
   bool prefetch = true;
+  std::string save, resume;
+  int save_every = 1;
 };
 
+// The usage text: on stdout with exit 0 for --help, on stderr with exit 2 after a problem.
 [[noreturn]] void usage(const std::string& problem) {
   if (!problem.empty()) std::fprintf(stderr, "train_fashion_mnist: %s\n", problem.c_str());
   std::fprintf(
-      stderr,
+      problem.empty() ? stdout : stderr,
       "usage: train_fashion_mnist [--model mlp|lenet] [--epochs N] [--batch N] [--lr X]\n"
       "                           [--seed N] [--threads N] [--optimizer sgd|adam]\n"
       "                           [--log FILE.csv] [--data DIR] [--limit N]\n"
-      "                           [--workers K] [--backend threads|mpi] [--no-prefetch]\n"
+      "                           [--workers K] [--backend threads|mpi|nccl] [--no-prefetch]\n"
+      "                           [--save PATH [--save-every N]] [--resume PATH]\n"
+      "  (--flag value or --flag=value)\n"
       "  built for the %s backend (%s); other builds: train_fashion_mnist (cpu),\n"
       "  train_fashion_mnist_sim (the simulated device), train_fashion_mnist_cuda (a GPU)\n"
       "  --model      mlp (784-256-128-10, ReLU) or lenet (d2l's LeNet: two conv +\n"
@@ -107,8 +115,8 @@ struct options {
       "  --threads    threads meld uses per worker (default: MELD_NUM_THREADS, else the\n"
       "               cores divided among the workers)\n"
       "  --optimizer  sgd (momentum 0.9, cosine learning-rate decay) or adam\n"
-      "  --log        write a CSV line per epoch (epoch, train loss, train and test\n"
-      "               accuracy, samples/s, seconds)\n"
+      "  --log        write a CSV line per epoch (epoch, train loss, test loss, train\n"
+      "               and test accuracy, samples/s, seconds)\n"
       "  --data       directory of the four gzip IDX files (default %s)\n"
       "  --limit      train on the first N samples only (quick checks)\n"
       "  --workers    data-parallel worker threads (default 1)\n"
@@ -117,9 +125,13 @@ struct options {
       "               the cuda build, nccl (--workers K threads over K GPUs, or one\n"
       "               process per GPU under mpirun)\n"
       "  --no-prefetch  gather each batch when it is needed, not while the previous\n"
-      "               step computes\n",
+      "               step computes\n"
+      "  --save       write a checkpoint (model, optimizer, epoch and step) to PATH at the\n"
+      "               end of every --save-every epochs (default 1) and of the run\n"
+      "  --resume     continue the run saved in PATH from the epoch after it: the same\n"
+      "               flags then give the same numbers as a run never interrupted\n",
       backend_name, policy_name, fashion_mnist::default_directory);
-  std::exit(2);
+  std::exit(problem.empty() ? 0 : 2);
 }
 
 template <class Int>
@@ -137,16 +149,23 @@ Int parse_int(const std::string& flag, const std::string& v, Int lo, Int hi) {
 options parse(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
+    std::string flag = argv[i];
     if (flag == "-h" || flag == "--help") usage("");
     if (flag == "--no-prefetch") {
       o.prefetch = false;
       continue;
     }
-    if (i + 1 >= argc)
-      usage(flag == "--model" || flag.rfind("--", 0) == 0 ? flag + " needs a value"
-                                                          : "unknown argument '" + flag + "'");
-    const std::string v = argv[++i];
+    // --flag=value, or --flag value.
+    std::string v;
+    if (const auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      v = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    } else {
+      if (i + 1 >= argc)
+        usage(flag.rfind("--", 0) == 0 ? flag + " needs a value"
+                                       : "unknown argument '" + flag + "'");
+      v = argv[++i];
+    }
     if (flag == "--model") {
       if (v != "mlp" && v != "lenet") usage("--model must be mlp or lenet, not '" + v + "'");
       o.model = v;
@@ -171,6 +190,12 @@ options parse(int argc, char** argv) {
       o.log = v;
     } else if (flag == "--data") {
       o.data = v;
+    } else if (flag == "--save") {
+      o.save = v;
+    } else if (flag == "--save-every") {
+      o.save_every = parse_int<int>(flag, v, 1, 100000);
+    } else if (flag == "--resume") {
+      o.resume = v;
     } else if (flag == "--limit") {
       o.limit = parse_int<index_t>(flag, v, 1, index_t(1) << 40);
     } else if (flag == "--workers") {
@@ -273,23 +298,50 @@ class correct_counter {
   std::vector<device_labels> counts_;
 };
 
-// Accuracy of the model on a data set, in evaluation mode, in batches copied to the device.
+// Accuracy and mean loss of the model on a data set, in evaluation mode, in batches copied to the
+// device; progress in place on a terminal.
+struct evaluation {
+  double accuracy, loss;
+};
 template <class Model>
-double accuracy(Model& model, const fashion_mnist::dataset& d) {
+evaluation evaluate(Model& model, const fashion_mnist::dataset& d, bool show_progress) {
   model.train(false);
   constexpr index_t batch = 256;  // activations stay small enough to be reused, not re-faulted
   correct_counter correct;
+  nn::loss_value<float, backend> loss;
   for (index_t first = 0; first < d.size(); first += batch) {
     const index_t count = std::min(batch, d.size() - first);
     const device_tensor images =
         meld::to<backend>(tensor<float>(d.images.slice(meld::range(first, first + count))));
     const device_labels labels =
         meld::to<backend>(tensor<std::int64_t>(d.labels.slice(meld::range(first, first + count))));
-    correct.add(model.forward(images), labels);
+    const device_tensor logits = model.forward(images);
+    correct.add(logits, labels);
+    loss += nn::cross_entropy(logits, labels);
+    if (show_progress && (first / batch) % 8 == 0)
+      std::fprintf(stderr, "\revaluating  %3d%%", int(100 * (first + count) / d.size()));
   }
+  if (show_progress) std::fprintf(stderr, "\r                \r");
   model.train(true);
-  return static_cast<double>(correct.take()) / static_cast<double>(d.size());
+  return {static_cast<double>(correct.take()) / static_cast<double>(d.size()), loss.get()};
 }
+
+// The optimizer with the run's progress, which a checkpoint records beside the optimizer's state
+// (so that --resume continues at the next epoch, with the same learning-rate schedule).
+template <class O>
+struct with_progress {
+  using model_type = typename O::model_type;
+  O* opt;
+  std::int64_t epochs_done = 0, steps_done = 0;
+  void step() { opt->step(); }
+  void zero_grad() { opt->zero_grad(); }
+  template <class F>
+  void visit_state(F&& f) {
+    opt->visit_state(f);
+    f(std::string_view("train.epochs_done"), epochs_done);
+    f(std::string_view("train.steps_done"), steps_done);
+  }
+};
 
 // The training loop, the same for every backend. dp is a meld::data_parallel over `model` (this
 // process's replica); sum_over_processes adds a number over the processes (identity with
@@ -303,7 +355,7 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
   if (leader && !o.log.empty()) {
     log = std::fopen(o.log.c_str(), "w");
     if (!log) throw std::runtime_error("cannot write " + o.log + ": " + std::strerror(errno));
-    std::fprintf(log, "epoch,train_loss,train_acc,test_acc,samples_per_sec,seconds\n");
+    std::fprintf(log, "epoch,train_loss,test_loss,train_acc,test_acc,samples_per_sec,seconds\n");
   }
   const bool tty = leader && isatty(fileno(stderr));
   const index_t n = train_set.size();
@@ -320,7 +372,19 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
   };
   double train_seconds = 0, test_acc = 0;
   index_t trained = 0;
-  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+  with_progress<Optimizer> progress{&opt};
+  if (!o.resume.empty()) {  // every rank loads the same file (threads: rank 0's model)
+    nn::load_checkpoint(o.resume, model, progress);
+    if (leader)
+      std::printf("resumed %s after epoch %lld (%lld steps)\n", o.resume.c_str(),
+                  static_cast<long long>(progress.epochs_done),
+                  static_cast<long long>(progress.steps_done));
+    if (progress.epochs_done >= o.epochs)
+      throw std::runtime_error(meld::detail::cat("--resume ", o.resume, ": the run there has ",
+                                                 progress.epochs_done, " epochs; --epochs ",
+                                                 o.epochs, " asks for no more"));
+  }
+  for (int epoch = static_cast<int>(progress.epochs_done) + 1; epoch <= o.epochs; ++epoch) {
     const auto epoch_start = std::chrono::steady_clock::now();
     pipeline.start_epoch(shuffled(n, o.seed * 1000003 + static_cast<std::uint64_t>(epoch)));
     typename DP::loss_type epoch_loss;
@@ -337,7 +401,8 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
       const device_labels labels = meld::to<backend>(batch.labels);
       // Shards, forward and backward on every worker, gradients averaged over the whole batch.
       epoch_loss += dp.step(images, labels, loss);
-      opt.step();
+      progress.step();
+      ++progress.steps_done;
       epoch_train += seconds_since(step_start);
       done += batch.labels.size();
       // Progress: in place on a terminal, four lines per epoch otherwise.
@@ -364,17 +429,21 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
     const double train_loss = epoch_loss.get();
     const double train_acc =
         sum_over_processes(static_cast<double>(correct.take())) / static_cast<double>(n);
-    test_acc = accuracy(model, test_set);
+    const evaluation test = evaluate(model, test_set, tty);
+    test_acc = test.accuracy;
+    progress.epochs_done = epoch;
+    if (leader && !o.save.empty() && (epoch % o.save_every == 0 || epoch == o.epochs))
+      nn::save_checkpoint(o.save, model, progress);
     const double rate = static_cast<double>(n) / epoch_train, took = seconds_since(epoch_start);
     if (!leader) continue;
     std::printf(
-        "epoch %d/%d  train_loss %.4f  train_acc %.4f  test_acc %.4f  samples/s %.1f  "
-        "time %.1fs\n",
-        epoch, o.epochs, train_loss, train_acc, test_acc, rate, took);
+        "epoch %d/%d  train_loss %.4f  test_loss %.4f  train_acc %.4f  test_acc %.4f  "
+        "samples/s %.1f  time %.1fs\n",
+        epoch, o.epochs, train_loss, test.loss, train_acc, test_acc, rate, took);
     std::fflush(stdout);
     if (log) {
-      std::fprintf(log, "%d,%.6f,%.6f,%.6f,%.1f,%.3f\n", epoch, train_loss, train_acc, test_acc,
-                   rate, took);
+      std::fprintf(log, "%d,%.6f,%.6f,%.6f,%.6f,%.1f,%.3f\n", epoch, train_loss, test.loss,
+                   train_acc, test_acc, rate, took);
       std::fflush(log);
     }
   }
