@@ -2,6 +2,7 @@
 // every parameter of a model.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -16,16 +17,69 @@ namespace nn_test {
 using meld::index_t;
 using meld::tensor;
 
-// A copy of every parameter (or gradient) of a model, in visiting order.
+// The elements of a tensor of any backend, in order (a device tensor through a host copy).
+template <class T, class B>
+std::vector<double> values(const tensor<T, B>& t) {
+  if constexpr (B::host_accessible) {
+    return {t.begin(), t.end()};
+  } else {
+    const tensor<T> h = meld::to<meld::cpu<>>(t);
+    return {h.begin(), h.end()};
+  }
+}
+
+// A copy of every parameter (or gradient) of a model, in visiting order (of any backend).
 template <class M>
 std::vector<std::vector<double>> snapshot(M& model, bool gradients = false) {
   std::vector<std::vector<double>> out;
-  model.visit_parameters([&](std::string_view, auto& p, auto& g) {
-    const auto& t = gradients ? g : p;
-    out.emplace_back(t.begin(), t.end());
-  });
-  model.visit_buffers([&](std::string_view, auto& b) { out.emplace_back(b.begin(), b.end()); });
+  model.visit_parameters(
+      [&](std::string_view, auto& p, auto& g) { out.push_back(values(gradients ? g : p)); });
+  model.visit_buffers([&](std::string_view, auto& b) { out.push_back(values(b)); });
   return out;
+}
+
+// Comparisons of host tensors (device results come through test::host first): written once for
+// the host, so that a backend-generic case instantiates none of their loops per backend.
+
+// Every element of `got` within tol of `want`'s (as test::check_elements: relative or absolute).
+template <class T, class U>
+void require_close(const tensor<T>& got, const tensor<U>& want, double tol) {
+  REQUIRE(got.shape() == want.shape());
+  test::check_elements(
+      got, [&](const test::index_list& i) { return test::at(want, i); }, tol);
+}
+
+// The same shape and exactly the same elements.
+template <class T>
+void require_equal(const tensor<T>& got, const tensor<T>& want) {
+  REQUIRE(got.shape() == want.shape());
+  index_t differ = 0;
+  for (index_t i = 0; i < got.size(); ++i) differ += got.data()[i] != want.data()[i];
+  INFO(differ << " of " << got.size() << " elements differ");
+  REQUIRE(differ == 0);
+}
+
+// sum |a - b| over the elements (same shapes).
+template <class T>
+double sum_abs_diff(const tensor<T>& a, const tensor<T>& b) {
+  REQUIRE(a.shape() == b.shape());
+  double s = 0;
+  for (index_t i = 0; i < a.size(); ++i) s += std::abs(double(a.data()[i]) - double(b.data()[i]));
+  return s;
+}
+
+// max |t| (NaN if an element is), and the mean of t^2, over the elements.
+template <class T>
+double max_abs(const tensor<T>& t) {
+  double m = 0;
+  for (const T v : t) m = std::isnan(double(v)) ? double(v) : std::max(m, std::abs(double(v)));
+  return m;
+}
+template <class T>
+double mean_square(const tensor<T>& t) {
+  double s = 0;
+  for (const T v : t) s += double(v) * double(v);
+  return s / double(t.size());
 }
 
 template <class M>

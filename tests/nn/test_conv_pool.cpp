@@ -1,13 +1,17 @@
 // Convolution and pooling forward passes against naive loops (stride, padding, rectangular
-// kernels, batches spanning several column chunks), and their errors.
+// kernels, batches spanning several column chunks), and their errors. On every backend (the
+// window operations are backend operations): operands made on the host, references computed from
+// those host copies, results back through test::host.
 #include <limits>
 
+#include "../backends.hpp"
 #include "nn_support.hpp"
 
 namespace nn = meld::nn;
 using meld::index_t;
 using meld::shape_t;
 using meld::tensor;
+using nn_test::require_close;
 
 namespace {
 
@@ -59,7 +63,7 @@ tensor<double> naive_pool(const tensor<double>& x, nn::size2 k, nn::size2 stride
 
 }  // namespace
 
-TEST_CASE("conv2d matches a naive convolution", "[nn]") {
+BACKEND_TEST_CASE("conv2d matches a naive convolution", "[nn]") {
   struct config {
     index_t c, oc, h, w;
     nn::size2 kernel;
@@ -70,32 +74,31 @@ TEST_CASE("conv2d matches a naive convolution", "[nn]") {
         config{2, 3, 8, 9, {2, 4}, {.padding = {1, 2}, .stride = {3, 1}}},
         config{4, 2, 5, 5, 5, {.padding = 2, .bias = false}}, config{2, 5, 4, 4, 1, {}}}) {
     INFO("channels " << cfg.c << " -> " << cfg.oc << ", input " << cfg.h << "x" << cfg.w);
-    nn::conv2d<double> conv(cfg.c, cfg.oc, cfg.kernel, cfg.options);
-    if (cfg.options.bias) conv.bias() = test::random_tensor<double>({cfg.oc}, 1);
-    const auto x = test::random_tensor<double>({3, cfg.c, cfg.h, cfg.w}, 2);
-    const tensor<double> y = conv.forward(x);
-    const tensor<double> want =
-        naive_conv(x, conv.weight(), conv.bias(), cfg.options.stride, cfg.options.padding);
-    REQUIRE(y.shape() == want.shape());
-    test::check_elements(
-        y, [&](const test::index_list& i) { return test::at(want, i); }, 1e-12);
+    nn::conv2d<double, B> conv(cfg.c, cfg.oc, cfg.kernel, cfg.options);
+    if (cfg.options.bias) conv.bias() = test::on<B>(test::random_tensor<double>({cfg.oc}, 1));
+    const auto hx = test::random_tensor<double>({3, cfg.c, cfg.h, cfg.w}, 2);
+    const tensor<double, B> y = conv.forward(test::on<B>(hx));
+    const tensor<double> want = naive_conv(hx, test::host(conv.weight()), test::host(conv.bias()),
+                                           cfg.options.stride, cfg.options.padding);
+    require_close(test::host(y), want, 1e-12);
   }
 }
 
-TEST_CASE("conv2d in float over a batch spanning several column chunks", "[nn]") {
+BACKEND_TEST_CASE("conv2d in float over a batch spanning several column chunks", "[nn]") {
   // 8 x 3 x 3 x 24 x 24 = 41,472 column elements per sample: 25 samples per chunk, 60 in 3 chunks.
-  nn::conv2d<float> conv(8, 6, 3, {.padding = 1, .seed = 3});
-  conv.bias() = test::random_tensor<float>({6}, 4);
-  const auto x = test::random_tensor<float>({60, 8, 24, 24}, 5);
-  const tensor<float> y = conv.forward(x);
-  const tensor<double> want = naive_conv(tensor<double>(meld::cast<double>(x)),
-                                         tensor<double>(meld::cast<double>(conv.weight())),
-                                         tensor<double>(meld::cast<double>(conv.bias())), 1, 1);
-  test::check_elements(
-      y, [&](const test::index_list& i) { return test::at(want, i); }, 1e-4);
+  nn::conv2d<float, B> conv(8, 6, 3, {.padding = 1, .seed = 3});
+  const auto hb = test::random_tensor<float>({6}, 4);
+  conv.bias() = test::on<B>(hb);
+  const auto hx = test::random_tensor<float>({60, 8, 24, 24}, 5);
+  const tensor<float, B> y = conv.forward(test::on<B>(hx));
+  const tensor<double> want =
+      naive_conv(tensor<double>(meld::cast<double>(hx)),
+                 tensor<double>(meld::cast<double>(test::host(conv.weight()))),
+                 tensor<double>(meld::cast<double>(hb)), 1, 1);
+  require_close(test::host(y), want, 1e-4);
 }
 
-TEST_CASE("conv2d options survive g++ 12.2's AVX-512 {a, a, 0, 0} miscompile", "[nn]") {
+HOST_TEST_CASE("conv2d options survive g++ 12.2's AVX-512 {a, a, 0, 0} miscompile", "[nn]") {
   // g++ 12.2 -O2 -march=cooperlake builds a 256-bit stack constant {1, 1, 0, 0} with a
   // broadcast of 1; stride 1 followed by padding 0 would be exactly that constant.
   nn::conv2d<float> conv(20, 50, 5);
@@ -107,7 +110,7 @@ TEST_CASE("conv2d options survive g++ 12.2's AVX-512 {a, a, 0, 0} miscompile", "
   REQUIRE(strided.stride().w == 2);
 }
 
-TEST_CASE("max_pool2d and avg_pool2d match naive pooling", "[nn]") {
+BACKEND_TEST_CASE("max_pool2d and avg_pool2d match naive pooling", "[nn]") {
   struct config {
     nn::size2 kernel, stride, padding;
     index_t h, w;
@@ -115,34 +118,29 @@ TEST_CASE("max_pool2d and avg_pool2d match naive pooling", "[nn]") {
   for (const config& c : {config{2, 0, 0, 6, 6}, config{2, 0, 0, 7, 5}, config{3, 2, 1, 7, 8},
                           config{{2, 3}, {1, 2}, {1, 1}, 5, 7}, config{1, 0, 0, 3, 3}}) {
     INFO("kernel " << c.kernel.h << "x" << c.kernel.w << ", input " << c.h << "x" << c.w);
-    const auto x = test::random_tensor<double>({2, 3, c.h, c.w}, 6);
+    const auto hx = test::random_tensor<double>({2, 3, c.h, c.w}, 6);
+    const auto x = test::on<B>(hx);
     const nn::size2 stride = c.stride.h == 0 ? c.kernel : c.stride;
-    nn::max_pool2d<double> mp(c.kernel, c.stride, c.padding);
-    nn::avg_pool2d<double> ap(c.kernel, c.stride, c.padding);
-    const tensor<double> ym = mp.forward(x), ya = ap.forward(x);
-    const tensor<double> wm = naive_pool(x, c.kernel, stride, c.padding, true);
-    const tensor<double> wa = naive_pool(x, c.kernel, stride, c.padding, false);
-    REQUIRE(ym.shape() == wm.shape());
-    test::check_elements(
-        ym, [&](const test::index_list& i) { return test::at(wm, i); }, 1e-14);
-    test::check_elements(
-        ya, [&](const test::index_list& i) { return test::at(wa, i); }, 1e-12);
+    nn::max_pool2d<double, B> mp(c.kernel, c.stride, c.padding);
+    nn::avg_pool2d<double, B> ap(c.kernel, c.stride, c.padding);
+    const tensor<double, B> ym = mp.forward(x), ya = ap.forward(x);
+    require_close(test::host(ym), naive_pool(hx, c.kernel, stride, c.padding, true), 1e-14);
+    require_close(test::host(ya), naive_pool(hx, c.kernel, stride, c.padding, false), 1e-12);
   }
 }
 
-TEST_CASE("max_pool2d routes the gradient to the first maximum of each window", "[nn]") {
-  tensor<float> x({1, 1, 2, 4});
+BACKEND_TEST_CASE("max_pool2d routes the gradient to the first maximum of each window", "[nn]") {
+  tensor<float> hx({1, 1, 2, 4});
   // Window 0: a tie between (0,0) and (1,1); window 1: maximum at (0,3).
-  x(0, 0, 0, 0) = 5.f;
-  x(0, 0, 1, 1) = 5.f;
-  x(0, 0, 0, 3) = 7.f;
-  nn::max_pool2d<float> mp(2);
-  const tensor<float> y = mp.forward(x);
+  hx(0, 0, 0, 0) = 5.f;
+  hx(0, 0, 1, 1) = 5.f;
+  hx(0, 0, 0, 3) = 7.f;
+  nn::max_pool2d<float, B> mp(2);
+  const tensor<float> y = test::host(mp.forward(test::on<B>(hx)));
   REQUIRE(y(0, 0, 0, 0) == 5.f);
   REQUIRE(y(0, 0, 0, 1) == 7.f);
-  tensor<float> g({1, 1, 1, 2});
-  g = 1.f;
-  const tensor<float> dx = mp.backward(g);
+  const tensor<float> dx =
+      test::host(mp.backward(test::on<B>(meld::full<float>({1, 1, 1, 2}, 1.f))));
   REQUIRE(dx(0, 0, 0, 0) == 1.f);
   REQUIRE(dx(0, 0, 1, 1) == 0.f);
   REQUIRE(dx(0, 0, 0, 3) == 1.f);
