@@ -15,6 +15,9 @@
 //                               cuda<sync> [cuda], cuda<async> [cuda][async]
 //   MELD_TEST_ASYNC_ONLY (the ThreadSanitizer build, which runs only these):
 //                               cpu<async> [cpu][async], sim<async> [sim][async]
+//   MELD_TEST_SYNC_ONLY (the AddressSanitizer build: the kernels and the memory are those of the
+//                        synchronous instantiations; the async suites below keep theirs):
+//                               cpu<sync> [cpu], sim<sync> [sim]
 // CTest runs every suite once per backend family (tests/CMakeLists.txt: the host backends with
 // the suite's other tests, then [sim] with label sim, or [cuda] with label gpu), and the
 // ThreadSanitizer build runs the [async] instantiations. Reference values come to the host
@@ -43,6 +46,14 @@
   }                                                      \
   TEST_CASE(NAME " (sim<async>)", TAGS "[sim][async]") { \
     FN<meld::sim<meld::async>>();                        \
+  }
+#elif defined(MELD_TEST_SYNC_ONLY)
+#define MELD_TEST_INSTANTIATE(NAME, TAGS, FN)    \
+  TEST_CASE(NAME " (cpu<sync>)", TAGS "[cpu]") { \
+    FN<meld::cpu<meld::sync>>();                 \
+  }                                              \
+  TEST_CASE(NAME " (sim<sync>)", TAGS "[sim]") { \
+    FN<meld::sim<meld::sync>>();                 \
   }
 #else
 #define MELD_TEST_INSTANTIATE(NAME, TAGS, FN)            \
