@@ -71,9 +71,15 @@ constexpr const char* policy_name =
     std::is_same_v<backend::policy, meld::async> ? "asynchronous" : "synchronous";
 using device_tensor = tensor<float, backend>;
 using device_labels = tensor<std::int64_t, backend>;
-// Whether the host communicators (thread_comm, mpi_comm) reach the backend's memory (cpu, sim);
-// a CUDA build moves gradients with NCCL instead.
+// Whether the host communicators (thread_comm, mpi_comm) reach the backend's memory in place
+// (cpu, sim); a CUDA build moves gradients with NCCL, or stages them through host copies with
+// --backend threads or mpi (workers sharing a GPU, clusters without NCCL).
 constexpr bool host_comms = meld::detail::dist::host_reachable<backend>;
+#if defined(MELD_WITH_NCCL)
+constexpr bool with_nccl = true;
+#else
+constexpr bool with_nccl = false;
+#endif
 
 struct options {
   std::string model = "mlp";
@@ -87,7 +93,7 @@ struct options {
   std::string data = fashion_mnist::default_directory;
   index_t limit = 0;
   int workers = 1;
-  std::string backend = host_comms ? "threads" : "nccl";
+  std::string backend = !host_comms && with_nccl ? "nccl" : "threads";
   bool prefetch = true;
   std::string save, resume;
   int save_every = 1;
@@ -122,8 +128,9 @@ struct options {
       "  --workers    data-parallel worker threads (default 1)\n"
       "  --backend    threads (--workers K in this process), mpi (one worker per\n"
       "               process: mpirun -np K train_fashion_mnist --backend mpi) or, in\n"
-      "               the cuda build, nccl (--workers K threads over K GPUs, or one\n"
-      "               process per GPU under mpirun)\n"
+      "               the cuda build, nccl (the default there: --workers K threads over K\n"
+      "               GPUs, or one process per GPU under mpirun); threads and mpi stage\n"
+      "               CUDA gradients through host memory (workers may share a GPU)\n"
       "  --no-prefetch  gather each batch when it is needed, not while the previous\n"
       "               step computes\n"
       "  --save       write a checkpoint (model, optimizer, epoch and step) to PATH at the\n"
@@ -206,11 +213,6 @@ options parse(int argc, char** argv) {
       if (v == "nccl" && host_comms)
         usage(std::string("--backend nccl: this build trains on the ") + backend_name +
               " backend; meld::nccl_comm moves CUDA tensors: use train_fashion_mnist_cuda");
-      if (v != "nccl" && !host_comms)
-        usage("--backend " + v + ": thread_comm and mpi_comm move host memory; the " +
-              backend_name +
-              " build moves gradients with --backend nccl (K threads over K "
-              "GPUs, or one process per GPU under mpirun)");
       o.backend = v;
     } else {
       usage("unknown option '" + flag + "'");
@@ -533,15 +535,12 @@ int run_nccl(const Make& make, const options& o, const fashion_mnist::dataset& t
 template <class Make>
 int run(const Make& make, const options& o, const fashion_mnist::dataset& train_set,
         const fashion_mnist::dataset& test_set, bool under_mpi) {
-  if constexpr (!host_comms) {
+  if (o.backend == "nccl") {
 #if defined(MELD_WITH_NCCL)
-    return run_nccl(make, o, train_set, test_set, under_mpi);
-#else
-    (void)make, (void)train_set, (void)test_set, (void)under_mpi;
-    throw std::runtime_error(std::string("the ") + backend_name +
-                             " build moves gradients with NCCL, and this build has none "
-                             "(configure with -DMELD_ENABLE_NCCL=ON)");
+    if constexpr (!host_comms) return run_nccl(make, o, train_set, test_set, under_mpi);
 #endif
+    throw std::runtime_error(std::string("--backend nccl: the ") + backend_name +
+                             " build has no NCCL (configure with -DMELD_ENABLE_NCCL=ON)");
   } else {
     (void)under_mpi;
     auto model = make_model(make, o);

@@ -66,6 +66,10 @@ train mlp-cuda $ex/train_fashion_mnist_cuda --model mlp
 train mlp-cpu $ex/train_fashion_mnist --model mlp
 train lenet-cuda $ex/train_fashion_mnist_cuda --model lenet
 train lenet-cpu $ex/train_fashion_mnist --model lenet
+# (With NCCL the cuda runs above are nccl_comm with one rank.) Two workers sharing the one GPU
+# through thread_comm: the gradient buckets staged through host memory.
+train mlp-cuda-2workers-threads $ex/train_fashion_mnist_cuda --model mlp --workers 2 \
+  --backend threads --epochs 3
 if [ "$nccl" = ON ] && [ "$gpus" -ge 2 ]; then
   train lenet-cuda-2gpus $ex/train_fashion_mnist_cuda --model lenet --workers 2
 fi

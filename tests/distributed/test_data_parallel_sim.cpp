@@ -152,7 +152,98 @@ void bad_class_indices_surface_when_the_loss_is_read() {
   REQUIRE_THROWS_WITH(loss.get(), Catch::Matchers::Contains("1 class indices were outside [0, 4)"));
 }
 
+// Collectives on tensors a host communicator cannot reach in place (CUDA tensors through
+// thread_comm or mpi_comm) go through a host copy of each, written back when they complete: on sim
+// that path runs when an argument is wrapped in meld::through_host. Each staged tensor costs one
+// counted transfer each way (none for an input back), and the results equal a naive reduction.
+template <class B>
+void collectives_stage_through_host() {
+  meld::thread_group group(2, comm_opts());
+  const index_t n = 1001;
+  auto rank_values = [&](int r) { return meld::uniform<float>({n}, -1.f, 1.f, 10 + r); };
+  const meld::tensor<float> a0 = rank_values(0), a1 = rank_values(1);
+  meld::reset_sim_transfers();
+  std::vector<meld::tensor<float>> summed(2), gathered(2), scattered(2), broadcast(2);
+  group.run([&](meld::thread_comm& comm) {
+    const int r = comm.rank();
+    meld::device_guard<B> on(r);
+    meld::tensor<float, B> x = meld::to<B>(r == 0 ? a0 : a1);
+    comm.allreduce(meld::through_host(x));
+    auto request = comm.allreduce_async(meld::through_host(x), meld::reduce_op::max);
+    request.wait();
+    summed[static_cast<std::size_t>(r)] = meld::to<meld::cpu<>>(x);
+    meld::tensor<float, B> whole({2 * n}), part({n});
+    const meld::tensor<float, B> mine = meld::to<B>(r == 0 ? a0 : a1);
+    comm.allgather(meld::through_host(mine), meld::through_host(whole));
+    gathered[static_cast<std::size_t>(r)] = meld::to<meld::cpu<>>(whole);
+    comm.reduce_scatter(meld::through_host(whole), meld::through_host(part));
+    scattered[static_cast<std::size_t>(r)] = meld::to<meld::cpu<>>(part);
+    meld::tensor<float, B> v = meld::full<float, B>({5}, static_cast<float>(r + 7));
+    comm.broadcast(meld::through_host(v), 1);
+    broadcast[static_cast<std::size_t>(r)] = meld::to<meld::cpu<>>(v);
+  });
+  for (std::size_t r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    for (index_t i = 0; i < n; ++i) {
+      // max over ranks of (a0 + a1) is the sum itself: both ranks hold it after the allreduce.
+      REQUIRE(summed[r](i) == Approx(a0(i) + a1(i)).margin(1e-6));
+      REQUIRE(gathered[r](i) == a0(i));
+      REQUIRE(gathered[r](n + i) == a1(i));
+      // reduce_scatter of the gathered {a0, a1}: rank r gets 2 x a_r.
+      REQUIRE(scattered[r](i) == 2 * (r == 0 ? a0(i) : a1(i)));
+    }
+    for (index_t i = 0; i < 5; ++i) REQUIRE(broadcast[r](i) == 8.f);
+  }
+  // One rank: each staged argument is one counted transfer to the host, and one back if written;
+  // without through_host the collective moves sim memory in place, with no transfer.
+  meld::thread_group one(1, comm_opts());
+  one.run([&](meld::thread_comm& comm) {
+    meld::tensor<float, B> x = meld::to<B>(a0), y({n});
+    meld::synchronize();  // (under async the copy to the device is counted when it runs)
+    meld::reset_sim_transfers();
+    comm.allreduce(x);
+    CHECK(meld::sim_transfers().to_host_calls == 0);
+    CHECK(meld::sim_transfers().to_device_calls == 0);
+    comm.allreduce(meld::through_host(x));
+    meld::synchronize();  // the copy back is enqueued on x's stream
+    CHECK(meld::sim_transfers().to_host_calls == 1);
+    CHECK(meld::sim_transfers().to_host_bytes == n * sizeof(float));
+    CHECK(meld::sim_transfers().to_device_calls == 1);
+    comm.reduce_scatter(meld::through_host(x), meld::through_host(y));
+    meld::synchronize();
+    CHECK(meld::sim_transfers().to_host_calls == 3);
+    CHECK(meld::sim_transfers().to_device_calls == 2);
+    REQUIRE(meld::to<meld::cpu<>>(y)(n - 1) == a0(n - 1));
+  });
+}
+
+// A staged collective that fails leaves the device tensor as it was.
+template <class B>
+void a_failed_staged_collective_changes_nothing() {
+  meld::comm_options o = comm_opts();
+  o.timeout = std::chrono::milliseconds(200);
+  meld::thread_group group(2, o);
+  std::vector<meld::tensor<float>> after(2);
+  group.run([&](meld::thread_comm& comm) {
+    meld::device_guard<B> on(comm.rank());
+    meld::tensor<float, B> x = meld::full<float, B>({64}, static_cast<float>(comm.rank() + 1));
+    if (comm.rank() == 0)  // rank 1 never joins: rank 0 times out
+      REQUIRE_THROWS_AS(comm.allreduce(meld::through_host(x)), meld::comm_error);
+    after[static_cast<std::size_t>(comm.rank())] = meld::to<meld::cpu<>>(x);
+  });
+  for (index_t i = 0; i < 64; ++i) REQUIRE(after[0](i) == 1.f);
+}
+
 }  // namespace
+
+TEST_CASE("collectives stage tensors through host copies where asked (sim<sync>)", "[sim][dist]") {
+  collectives_stage_through_host<meld::sim<meld::sync>>();
+  a_failed_staged_collective_changes_nothing<meld::sim<meld::sync>>();
+}
+TEST_CASE("collectives stage tensors through host copies where asked (sim<async>)",
+          "[sim][dist][async]") {
+  collectives_stage_through_host<meld::sim<meld::async>>();
+}
 
 #if !defined(MELD_TEST_ASYNC_ONLY)
 TEST_CASE("data_parallel on two sim devices equals one CPU worker (sim<sync>)", "[sim][dist]") {

@@ -1,7 +1,7 @@
 // Training on a GPU (run where one is present, reported skipped otherwise): a model on
 // cuda<async> (linear, convolution, pooling, dropout-free) takes the same SGD steps as on the CPU;
 // data_parallel over nccl_comm with one rank equals one CPU worker on the full batch; with two
-// GPUs, two NCCL ranks on two threads do too.
+// GPUs, two NCCL ranks on two threads do too; and two workers sharing one GPU through thread_comm.
 #include <thread>
 #include <vector>
 
@@ -124,4 +124,24 @@ TEST_CASE("data_parallel over nccl_comm equals one CPU worker", "[cuda][dist]") 
                 Approx(want[static_cast<std::size_t>(s)]).epsilon(1e-4));
     }
   }
+}
+
+TEST_CASE("data_parallel over thread_comm: two workers sharing one GPU equal one CPU worker",
+          "[cuda][dist]") {
+  // thread_comm moves host memory: the gradient buckets, the loss and the counts of CUDA tensors
+  // are staged through host copies (collectives.hpp), and both replicas live on GPU 0 when there
+  // is one GPU (replica r on device r modulo the count).
+  auto ref = make_net<meld::cpu<>>();
+  const auto want = train_reference(ref, 5, 24);
+  auto model = make_net<gpu>();
+  meld::thread_group group(2);
+  meld::data_parallel dp(model, group, {.bucket_bytes = 1024});
+  meld::optim::sgd opt(model, {.lr = 0.1, .momentum = 0.9});
+  for (int s = 0; s < 5; ++s) {
+    const batch b = make_batch(24, 50 + static_cast<std::uint64_t>(s));
+    const double loss = dp.step(meld::to<gpu>(b.x), meld::to<gpu>(b.y), nn::cross_entropy);
+    opt.step();
+    REQUIRE(loss == Approx(want[static_cast<std::size_t>(s)]).epsilon(1e-4));
+  }
+  require_close(host_parameters(model), host_parameters(ref), 1e-4);
 }

@@ -4,8 +4,10 @@
 //     meld::tensor_view; as_span turns each into a std::span over its elements, after the queued
 //     work that touches them (asynchronous backends). Tensors of a device backend whose memory
 //     the host can alias (memory<B>::host_alias: sim's readable mapping, what peer access is to
-//     NCCL on GPUs) are moved in place, device to device, never copied to the host; a device
-//     backend without an alias (CUDA) needs a device communicator.
+//     NCCL on GPUs) are moved in place, device to device, never copied to the host. Tensors of a
+//     device backend without an alias (CUDA through thread_comm or mpi_comm: workers sharing a GPU,
+//     clusters without NCCL) are staged: the collective moves a host copy (one counted transfer
+//     each way), written back into the tensor when its request completes (staged_request).
 //   device memory (nccl_comm): tensors and contiguous views of a backend it declares
 //     (device_comm_backend: cuda), moved in place and ordered by the storage's events; or
 //     std::span over device memory (the caller vouches for it).
@@ -17,9 +19,11 @@
 #include <cstdint>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../backend/cpu/executor.hpp"
+#include "../tensor/convert.hpp"
 #include "../tensor/tensor.hpp"
 #include "../tensor/tensor_view.hpp"
 #include "communicator.hpp"
@@ -61,6 +65,20 @@ class comm_buffer {
   void* order_;
 };
 
+/// A collective's argument that the communicator moves through a host copy (copied to the host
+/// before, and back after, if written) although it could reach its memory in place: what a host
+/// communicator does by itself with a CUDA tensor. For a test of that path on the simulated device:
+/// `comm.allreduce(meld::through_host(t))`.
+template <class X>
+struct through_host_arg {
+  X& arg;  ///< the tensor or view
+};
+/// Wraps a tensor or view of any backend for a collective that stages it through host memory.
+template <class X>
+through_host_arg<X> through_host(X& x) {
+  return {x};
+}
+
 /// Whether device communicators take tensors of backend B: its memory, and its ordering state in
 /// comm_buffer::order (nccl_comm.hpp says so for cuda).
 template <class B>
@@ -89,6 +107,56 @@ concept host_reachable = B::host_accessible || requires(float* p) {
   { memory<B>::host_alias(p) } -> std::same_as<float*>;
 };
 
+// A tensor or view of a device backend that host memory cannot reach, or an argument wrapped in
+// through_host: host communicators stage it through a host copy (collectives.hpp).
+template <class X>
+concept device_tensor_like = requires(const X& x) {
+  typename X::backend_type;
+  typename X::value_type;
+  x.storage_ptr();
+  x.shape();
+};
+template <class X>
+inline constexpr bool is_through_host = false;
+template <class X>
+inline constexpr bool is_through_host<through_host_arg<X>> =
+    device_tensor_like<std::remove_cvref_t<X>>;
+template <class X>
+concept staged_tensor_arg = is_through_host<X> ||
+    (device_tensor_like<X> && !host_reachable<typename X::backend_type>);
+
+// The tensor or view a staged argument stands for.
+template <class X>
+auto& staged_target(X& x) {
+  if constexpr (is_through_host<std::remove_cvref_t<X>>)
+    return x.arg;
+  else
+    return x;
+}
+
+// The request of a collective on a staged host copy: wait() finishes the collective, then copies
+// the result back into the device tensor it was made from (none for an input). A collective that
+// fails leaves the tensor as it was.
+template <class Request, class Target, class T>
+class staged_request {
+ public:
+  staged_request() = default;
+  staged_request(Request inner, tensor<T> host, Target* back)
+      : inner_(std::move(inner)), host_(std::move(host)), back_(back) {}
+
+  void wait() {
+    inner_.wait();
+    if (Target* b = std::exchange(back_, nullptr)) meld::copy(*b, host_);
+    host_ = tensor<T>();
+  }
+  bool ready() { return inner_.ready(); }
+
+ private:
+  Request inner_;
+  tensor<T> host_;
+  Target* back_ = nullptr;
+};
+
 // The elements of a tensor or view of a host-reachable backend, once the queued work that
 // touches them has run (all of it before a collective writes them, the writes before it reads).
 template <class E, class X>
@@ -103,15 +171,15 @@ std::span<E> elements_of(const X& x, bool written) {
   return std::span<E>(p, static_cast<std::size_t>(x.size()));
 }
 
-template <class T, class B>
+template <class T, host_reachable B>
 std::span<T> as_span(tensor<T, B>& t) {
   return elements_of<T>(t, true);
 }
-template <class T, class B>
+template <class T, host_reachable B>
 std::span<const T> as_span(const tensor<T, B>& t) {
   return elements_of<const T>(t, false);
 }
-template <class T, class B>
+template <class T, host_reachable B>
 std::span<T> as_span(const tensor_view<T, B>& v) {
   if (!v.is_contiguous())
     throw shape_error(cat("collective: a view of shape ", v.shape(), " and strides ", v.strides(),
@@ -144,7 +212,8 @@ concept device_tensor_arg = requires(const X& x) {
 
 // The arguments a communicator of memory M takes.
 template <class X, comm_memory M>
-concept buffer_for = (M == comm_memory::host && buffer<X>) ||
+concept buffer_for = (M == comm_memory::host &&
+                      (buffer<X> || staged_tensor_arg<std::remove_cvref_t<X>>)) ||
                      (M == comm_memory::device && (is_span<std::remove_cvref_t<X>> ||
                                                    device_tensor_arg<std::remove_cvref_t<X>>));
 

@@ -100,36 +100,67 @@ class collectives {
 
   template <class X>
   auto allreduce_async_impl(X& x, reduce_op op, bool async) {
-    return self().allreduce_impl(written(x), op, async);
+    return staged<true>(x, [&](auto& b) { return self().allreduce_impl(written(b), op, async); });
   }
 
   template <class X>
   auto broadcast_async_impl(X& x, int root, bool async) {
-    const auto buf = written(x);
     if (root < 0 || root >= self().size())
       throw std::invalid_argument(detail::cat(Comm::comm_name, "::broadcast: root ", root,
                                               " is not a rank of ", self().size()));
-    return self().broadcast_impl(buf, root, async);
+    return staged<true>(x, [&](auto& b) { return self().broadcast_impl(written(b), root, async); });
   }
 
   template <class In, class Out>
   auto reduce_scatter_async_impl(In& x, Out& y, reduce_op op, bool async) {
-    const auto [in, out] = in_out(x, y);
-    if (in.size() != out.size() * static_cast<std::size_t>(self().size()))
-      throw shape_error(detail::cat(Comm::comm_name, "::reduce_scatter: the input has ", in.size(),
-                                    " elements, expected ", self().size(), " ranks x ", out.size(),
-                                    " (the output's size)"));
-    return self().reduce_scatter_impl(in, out, op, async);
+    return staged<false>(x, [&](auto& xb) {
+      return staged<true>(y, [&](auto& yb) {
+        const auto [in, out] = in_out(xb, yb);
+        if (in.size() != out.size() * static_cast<std::size_t>(self().size()))
+          throw shape_error(detail::cat(Comm::comm_name, "::reduce_scatter: the input has ",
+                                        in.size(), " elements, expected ", self().size(),
+                                        " ranks x ", out.size(), " (the output's size)"));
+        return self().reduce_scatter_impl(in, out, op, async);
+      });
+    });
   }
 
   template <class In, class Out>
   auto allgather_async_impl(In& x, Out& y, bool async) {
-    const auto [in, out] = in_out(x, y);
-    if (out.size() != in.size() * static_cast<std::size_t>(self().size()))
-      throw shape_error(detail::cat(Comm::comm_name, "::allgather: the output has ", out.size(),
-                                    " elements, expected ", self().size(), " ranks x ", in.size(),
-                                    " (the input's size)"));
-    return self().allgather_impl(in, out, async);
+    return staged<false>(x, [&](auto& xb) {
+      return staged<true>(y, [&](auto& yb) {
+        const auto [in, out] = in_out(xb, yb);
+        if (out.size() != in.size() * static_cast<std::size_t>(self().size()))
+          throw shape_error(detail::cat(Comm::comm_name, "::allgather: the output has ", out.size(),
+                                        " elements, expected ", self().size(), " ranks x ",
+                                        in.size(), " (the input's size)"));
+        return self().allgather_impl(in, out, async);
+      });
+    });
+  }
+
+  // Calls start(x), or, for an argument host memory cannot reach (a CUDA tensor through
+  // thread_comm or mpi_comm) or one wrapped in through_host, start(a host copy of it), whose
+  // request copies the result back into it when it completes (if Written).
+  template <bool Written, class X, class Start>
+  static auto staged(X& x, Start&& start) {
+    using A = std::remove_cvref_t<X>;
+    if constexpr (Memory == comm_memory::host && detail::dist::staged_tensor_arg<A>) {
+      auto& target = detail::dist::staged_target(x);
+      using Target = std::remove_reference_t<decltype(target)>;
+      using T = typename std::remove_cv_t<Target>::value_type;
+      static_assert(!Written || (!std::is_const_v<Target> && !std::is_const_v<T>),
+                    "collectives: the buffer a collective writes (allreduce's, broadcast's, the "
+                    "output of reduce_scatter and allgather) must be mutable");
+      tensor<std::remove_const_t<T>> host = meld::to<cpu<>>(target);
+      auto request = start(host);
+      Target* back = nullptr;
+      if constexpr (Written) back = &target;
+      return detail::dist::staged_request<decltype(request), Target, std::remove_const_t<T>>(
+          std::move(request), std::move(host), back);
+    } else {
+      return start(x);
+    }
   }
 
   // A buffer the collective writes: mutable elements of a type collectives move.

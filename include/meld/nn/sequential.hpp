@@ -199,7 +199,8 @@ class sequential {
   template <std::size_t I, class Hook>
   tensor_type backward_from(const tensor_type& g, bool input_gradient, Hook& hook) {
     auto& layer = std::get<I>(layers_);
-    if (!input_gradient && I <= first_trainable_) {
+    if (!input_gradient &&
+        std::cmp_less_equal(I, first_trainable_)) {  // (nvcc warns on I <= x for I = 0)
       // Nothing below this layer needs a gradient: parameters only, then stop.
       if (I == first_trainable_) {
         if constexpr (detail::partial_backward<std::remove_cvref_t<decltype(layer)>, tensor_type>)
