@@ -102,6 +102,11 @@ void check_same_model(Comm& c, Model& model, std::size_t bucket_bytes) {
   } else {
     msg += "; each of them names its first difference";
   }
+  // Every rank throws, and data_parallel then fails the group: first let every rank finish the
+  // broadcasts (a rank still forwarding rank 0's description would otherwise see the abort and
+  // fail with comm_error instead). Past a barrier that one rank has left, every rank's arrival is
+  // published, so no rank's barrier can fail.
+  c.barrier();
   throw shape_error(msg);
 }
 
