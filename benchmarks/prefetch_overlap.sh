@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The training example's input pipeline, measured: samples/s with the next batch gathered while
 # the step computes (the default) and without (--no-prefetch), side by side, for each example
-# build given and both models; runs interleaved, the median of REPS runs each (default 3).
+# build given and both models (the MLP 3 epochs, LeNet 1 epoch of LENET_LIMIT images, default
+# 15000); runs interleaved, the median of REPS runs each (default 3).
 #   benchmarks/prefetch_overlap.sh build/release/examples/train_fashion_mnist \
 #                                  build/release/examples/train_fashion_mnist_sim
 # Prints a Markdown table for benchmarks/RESULTS.md.
@@ -16,12 +17,12 @@ echo "| build | model | epochs | prefetch (samples/s) | --no-prefetch (samples/s
 echo "| --- | --- | --- | --- | --- | --- |"
 for bin in "$@"; do
   for model in mlp lenet; do
-    epochs=3
-    [ "$model" = lenet ] && epochs=1
+    epochs=3 limit=()
+    [ "$model" = lenet ] && epochs=1 limit=(--limit "${LENET_LIMIT:-15000}")
     with=() without=()
     for ((r = 0; r < reps; ++r)); do
-      with+=("$(rate "$bin" --model "$model" --epochs "$epochs")")
-      without+=("$(rate "$bin" --model "$model" --epochs "$epochs" --no-prefetch)")
+      with+=("$(rate "$bin" --model "$model" --epochs "$epochs" "${limit[@]}")")
+      without+=("$(rate "$bin" --model "$model" --epochs "$epochs" "${limit[@]}" --no-prefetch)")
     done
     w=$(median "${with[@]}") wo=$(median "${without[@]}")
     echo "| $(basename "$bin") | $model | $epochs | $w | $wo | $(awk -v a="$w" -v b="$wo" 'BEGIN {printf "%.3f", a / b}') |"

@@ -15,6 +15,8 @@
 //                               cuda<sync> [cuda], cuda<async> [cuda][async]
 //   MELD_TEST_ASYNC_ONLY (the ThreadSanitizer build, which runs only these):
 //                               cpu<async> [cpu][async], sim<async> [sim][async]
+//   MELD_TEST_CPU_SYNC_ONLY (a suite built again with other settings, e.g. test_matmul_blas):
+//                               cpu<sync> [cpu]
 //   MELD_TEST_SYNC_ONLY (the AddressSanitizer build: the kernels and the memory are those of the
 //                        synchronous instantiations; the async suites below keep theirs):
 //                               cpu<sync> [cpu], sim<sync> [sim]
@@ -46,6 +48,11 @@
   }                                                      \
   TEST_CASE(NAME " (sim<async>)", TAGS "[sim][async]") { \
     FN<meld::sim<meld::async>>();                        \
+  }
+#elif defined(MELD_TEST_CPU_SYNC_ONLY)
+#define MELD_TEST_INSTANTIATE(NAME, TAGS, FN)    \
+  TEST_CASE(NAME " (cpu<sync>)", TAGS "[cpu]") { \
+    FN<meld::cpu<meld::sync>>();                 \
   }
 #elif defined(MELD_TEST_SYNC_ONLY)
 #define MELD_TEST_INSTANTIATE(NAME, TAGS, FN)    \
