@@ -161,10 +161,7 @@ class staged_request {
 // touches them has run (all of it before a collective writes them, the writes before it reads).
 template <class E, class X>
 std::span<E> elements_of(const X& x, bool written) {
-  using B = typename X::backend_type;
-  static_assert(host_reachable<B>,
-                "collective: a host communicator (thread_comm, mpi_comm) cannot reach this "
-                "backend's device memory: use a device communicator (nccl_comm for cuda)");
+  using B = typename X::backend_type;  // host_reachable: as_span's constraint
   if (x.storage_ptr()) x.storage_ptr()->access().wait_host(written);
   E* p = x.raw_data();
   if constexpr (!B::host_accessible) p = memory<B>::host_alias(p);
