@@ -382,10 +382,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::vector<int> axes(static_cast<std::size_t>(
             in.ConsumeBool() ? rank : in.ConsumeIntegralInRange(0, rank + 1)));
         for (int& a : axes) a = in.ConsumeIntegralInRange(-rank - 1, rank);
-        meld::dims d;
-        for (int a : axes) d.push_back(a);
         const auto ref = ref_permute(e.ref, axes);
         const bool threw = throws([&] {
+          meld::dims d;  // (more than max_rank axes are refused here too)
+          for (int a : axes) d.push_back(a);
           made.emplace(
               derive(e, ref ? *ref : ref_view{}, [&](const auto& v) { return v.permute(d); }));
         });
