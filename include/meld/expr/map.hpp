@@ -77,6 +77,9 @@ MELD_HD MELD_INLINE constexpr T& slot(operand_slot<I, T>& s) {
   return s.value;
 }
 
+// Selects map_expr's constructor that builds each operand in place (map_expr::transform).
+struct transform_tag {};
+
 template <class Op>
 constexpr const char* operation_name() {
   if constexpr (requires { Op::name; })
@@ -163,9 +166,18 @@ class map_expr : public expression_tag {
   template <class F, std::size_t... I>
   MELD_HD auto transform(F& f, std::index_sequence<I...>) const {
     using result = map_expr<Op, std::remove_cvref_t<decltype(f(detail::slot<I>(args_)))>...>;
-    // A braced list evaluates its elements in order (function arguments would not).
-    return result(op_, {{f(detail::slot<I>(args_))}...});
+    return result(detail::transform_tag{}, op_, args_, f, indices{});
   }
+  // Each operand is initialized from f's result in place, not moved in: a rebuilt tree (the
+  // views captured by queued work, 168 bytes each) is built once. A braced list evaluates its
+  // elements in order (function arguments would not).
+  MELD_EXEC_CHECK_DISABLE
+  template <class Src, class F, std::size_t... I>
+  MELD_HD map_expr(detail::transform_tag, const Op& op, const Src& src, F& f,
+                   std::index_sequence<I...>)
+      : op_(op), args_{{f(detail::slot<I>(src))}...} {}
+  template <class, class...>
+  friend class map_expr;
   template <class F, std::size_t... I>
   MELD_INLINE void for_each_operand(F& f, std::index_sequence<I...>) const {
     (f(detail::slot<I>(args_)), ...);

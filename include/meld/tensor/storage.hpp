@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <limits>
+#include <memory>
 
 #include "../backend/backend.hpp"
 #include "../core/config.hpp"
@@ -41,5 +42,19 @@ class storage {
   int device_ = 0;
   T* data_ = nullptr;
 };
+
+namespace detail {
+// A new storage of n elements. Where queued work borrows storages (the access record can delete
+// its owner after that work: cpu<async>, sim<async>), the storage's deleter hands it to the
+// record instead of deleting it at once.
+template <class Storage>
+std::shared_ptr<Storage> make_storage(index_t n) {
+  if constexpr (requires(Storage * s) { s->access().delete_after_work(s); })
+    return std::shared_ptr<Storage>(new Storage(n),
+                                    [](Storage* s) { s->access().delete_after_work(s); });
+  else
+    return std::make_shared<Storage>(n);
+}
+}  // namespace detail
 
 }  // namespace meld

@@ -165,7 +165,7 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   void allocate(const shape_t& shape) {
     const index_t n = checked_size(shape, "tensor");
     try {
-      this->storage_ = n ? std::make_shared<storage_type>(n) : nullptr;
+      this->storage_ = n ? detail::make_storage<storage_type>(n) : nullptr;
     } catch (const allocation_error& e) {
       throw allocation_error(
           detail::cat("tensor<", type_name<T>(), "> of shape ", shape, ": ", e.what()));

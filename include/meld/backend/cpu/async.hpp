@@ -17,7 +17,7 @@ namespace meld {
 
 namespace detail {
 struct cpu_home {
-  static std::shared_ptr<stream_state> current() { return stream::current().state(); }
+  static const std::shared_ptr<stream_state>& current() { return stream::current().state(); }
 };
 }  // namespace detail
 

@@ -5,14 +5,16 @@
 // Every storage records the event of its last write and the events of reads since. Work on another
 // stream that reads or writes it makes that stream (not the host) wait first, and host access
 // (data(), element access, item(), a reduction's result) waits for exactly the work it depends
-// on. Queued work holds the storages it touches (the captured expression's leaves are views that
-// own their storage), so a tensor destroyed while work on it is queued keeps its memory until that
-// work has run.
+// on. Queued work borrows the storages it touches (views without a reference count: enqueueing
+// one operation costs no atomic operation beyond the enqueue lock and the queue's publishing
+// store), and a storage whose last tensor goes while work on it is queued is deleted after that
+// work (stream_access::delete_after_work).
 #pragma once
 
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -27,16 +29,58 @@ namespace meld {
 
 namespace detail {
 
-// Enqueueing is one step for the whole process, so that two host threads enqueueing work on
-// shared tensors cannot interleave their dependency bookkeeping; the lock also guards every
-// storage's ordering state.
-inline std::mutex& enqueue_mutex() {
-  static std::mutex m;
-  return m;
-}
+// Where work that touched a storage sits: a stream and the sequence number of that work there.
+struct stream_mark {
+  std::shared_ptr<stream_state> stream;
+  std::uint64_t seq = 0;
 
-// Ordering state of one storage (guarded by enqueue_mutex()). Home::current() names the stream
-// that a new storage is bound to (the stream work that writes it runs on).
+  bool pending() const { return stream && !stream->completed(seq); }
+  event as_event() const { return event(stream, seq); }
+};
+
+// A list with room for N items on the stack (constructed only as they are added).
+template <class T, std::size_t N>
+class small_list {
+ public:
+  small_list() = default;
+  small_list(const small_list& other) {
+    other.for_each([&](const T& v) { push_back(v); });
+  }
+  small_list& operator=(const small_list&) = delete;
+  ~small_list() {
+    for (std::size_t i = 0; i < n_; ++i) item(i).~T();
+  }
+
+  void push_back(const T& v) {
+    if (n_ < N) {
+      ::new (static_cast<void*>(items_ + n_ * sizeof(T))) T(v);
+      ++n_;
+    } else {
+      more_.push_back(v);
+    }
+  }
+  template <class F>
+  void for_each(F&& f) const {
+    for (std::size_t i = 0; i < n_; ++i) f(item(i));
+    for (const T& v : more_) f(v);
+  }
+  bool empty() const { return n_ == 0; }
+  const T& front() const { return item(0); }
+
+ private:
+  T& item(std::size_t i) { return *std::launder(reinterpret_cast<T*>(items_ + i * sizeof(T))); }
+  const T& item(std::size_t i) const {
+    return *std::launder(reinterpret_cast<const T*>(items_ + i * sizeof(T)));
+  }
+  alignas(T) unsigned char items_[N * sizeof(T)];
+  std::size_t n_ = 0;
+  std::vector<T> more_;
+};
+
+// Ordering state of one storage (guarded by enqueue_lock()): the stream work of its last write and
+// of the reads since, at most one per stream. Home::current() names the stream that a new storage
+// is bound to (the stream work that writes it runs on). Recording work on a stream the record
+// already names only advances its sequence number: no reference counting on the common path.
 template <class Home>
 class stream_access {
  public:
@@ -44,126 +88,160 @@ class stream_access {
   stream_access() : home_(Home::current()) {}
 
   std::shared_ptr<stream_state> home() const {
-    std::lock_guard lock(enqueue_mutex());
+    std::lock_guard lock(enqueue_lock());
     return home_;
   }
   void bind(std::shared_ptr<stream_state> s) {
-    std::lock_guard lock(enqueue_mutex());
+    std::lock_guard lock(enqueue_lock());
     home_ = std::move(s);
   }
 
   // Host access: waits for the last write (and, before writing, for pending reads).
   void wait_host(bool write) {
-    event last;
-    std::vector<event> reads;
+    small_list<event, 8> waits;
     {
-      std::lock_guard lock(enqueue_mutex());
-      last = last_write_;
-      if (write) reads = reads_;
+      std::lock_guard lock(enqueue_lock());
+      if (last_write_.pending()) waits.push_back(last_write_.as_event());
+      if (write)
+        for (const stream_mark& r : reads_)
+          if (r.pending()) waits.push_back(r.as_event());
     }
-    if (last.recorded()) last.wait();
-    for (const event& e : reads) e.wait();
+    waits.for_each([](const event& e) { e.wait(); });
   }
 
-  // The following run under enqueue_mutex().
+  // Deletes `owner` (the storage holding this record) once the queued work on it has run: now if
+  // none is pending, else from a task enqueued behind that work. Queued work borrows the storages
+  // it touches instead of holding a reference, and this is what keeps them alive for it.
+  template <class Owner>
+  void delete_after_work(Owner* owner) noexcept {
+    small_list<event, 8> pending;
+    try {
+      std::lock_guard lock(enqueue_lock());
+      if (last_write_.pending()) pending.push_back(last_write_.as_event());
+      for (const stream_mark& r : reads_)
+        if (r.pending()) pending.push_back(r.as_event());
+      if (!pending.empty()) {
+        stream_state* on = const_cast<stream_state*>(pending.front().stream_id());
+        on->enqueue_locked(task([pending, owner] {
+          pending.for_each([](const event& e) { e.wait_quietly(); });
+          delete owner;
+        }));
+        return;
+      }
+    } catch (...) {  // the stream was closed meanwhile, or no memory for the task: wait here
+      pending.for_each([](const event& e) { e.wait_quietly(); });
+    }
+    delete owner;
+  }
+
+  // The following run under enqueue_lock().
   const std::shared_ptr<stream_state>& home_locked() const { return home_; }
   // Events that work on `on` must wait for before reading (write = false) or writing.
   template <class Out>
   void dependencies(const stream_state* on, bool write, Out& out) const {
-    auto add = [&](const event& e) {
-      if (e.recorded() && e.stream_id() != on && !e.ready()) out.push_back(e);
+    auto add = [&](const stream_mark& m) {
+      if (m.stream && m.stream.get() != on && m.pending()) out.push_back(m.as_event());
     };
     add(last_write_);
     if (write)
-      for (const event& e : reads_) add(e);
+      for (const stream_mark& r : reads_) add(r);
   }
-  void record_write(const event& e) {
-    last_write_ = e;
-    reads_.clear();
+  void record_write(const std::shared_ptr<stream_state>& on, std::uint64_t seq) {
+    if (last_write_.stream != on) last_write_.stream = on;
+    last_write_.seq = seq;
+    // Reads on other streams were waited for by this write; a read on its own stream precedes it.
+    std::erase_if(reads_, [&](const stream_mark& r) { return r.stream != on; });
   }
-  void record_read(const event& e) {
-    for (event& r : reads_)
-      if (r.stream_id() == e.stream_id()) {
-        r = e;
+  void record_read(const std::shared_ptr<stream_state>& on, std::uint64_t seq) {
+    for (stream_mark& r : reads_)
+      if (r.stream == on) {
+        r.seq = seq;
         return;
       }
-    std::erase_if(reads_, [](const event& r) { return r.ready(); });
-    reads_.push_back(e);
+    std::erase_if(reads_, [](const stream_mark& r) { return !r.pending(); });
+    reads_.push_back({on, seq});
   }
 
  private:
   std::shared_ptr<stream_state> home_;
-  event last_write_;
-  std::vector<event> reads_;  // at most one per stream
-};
-
-// A list with room for N items on the stack.
-template <class T, std::size_t N>
-class small_list {
- public:
-  void push_back(const T& v) {
-    if (n_ < N)
-      items_[n_++] = v;
-    else
-      more_.push_back(v);
-  }
-  template <class F>
-  void for_each(F&& f) const {
-    for (std::size_t i = 0; i < n_; ++i) f(items_[i]);
-    for (const T& v : more_) f(v);
-  }
-  bool empty() const { return n_ == 0; }
-
- private:
-  T items_[N];
-  std::size_t n_ = 0;
-  std::vector<T> more_;
+  stream_mark last_write_;
+  std::vector<stream_mark> reads_;  // at most one per stream
 };
 
 // Enqueues work on stream `on` (or the home stream of the first written storage, else of the first
-// read one, else the current stream) after the events
-// it depends on; records it as a read of `reads` and a write of `writes`. Returns its event.
-// (One instance per access type, whatever the work: the work arrives type-erased.)
+// read one, else the current stream) after the events it depends on, and records it as a read of
+// `reads` and a write of `writes`; enqueue_lock() is held from construction to destruction. The
+// constructor (one instance per access type, whatever the work) picks the stream and enqueues the
+// waits; push() stores the work in its queue slot in place and records it.
 template <class Access>
-event enqueue_ordered(std::shared_ptr<stream_state> on, const small_list<Access*, 8>& reads,
-                      const small_list<Access*, 8>& writes, task work) {
-  std::lock_guard lock(enqueue_mutex());
-  auto home_of = [&](Access* a) {
-    if (!on) on = a->home_locked();
-  };
-  writes.for_each(home_of);
-  reads.for_each(home_of);
-  if (!on) on = Access::home_type::current();
-  small_list<event, 8> waits;
-  reads.for_each([&](Access* a) { a->dependencies(on.get(), false, waits); });
-  writes.for_each([&](Access* a) { a->dependencies(on.get(), true, waits); });
-  if (!waits.empty()) {
-    on->enqueue(task([waits] { waits.for_each([](const event& e) { e.wait_quietly(); }); }));
+class ordered_enqueue {
+ public:
+  using list = small_list<Access*, 8>;
+  ordered_enqueue(const std::shared_ptr<stream_state>* on, const list& reads, const list& writes)
+      : lock_(enqueue_lock()), reads_(reads), writes_(writes), on_(on) {
+    auto home_of = [&](Access* a) {
+      if (!on_) on_ = &a->home_locked();  // a home is not changed under the lock
+    };
+    writes.for_each(home_of);
+    reads.for_each(home_of);
+    if (!on_) {
+      fallback_ = Access::home_type::current();
+      on_ = &fallback_;
+    }
+    stream_state* s = on_->get();
+    small_list<event, 8> waits;
+    reads.for_each([&](Access* a) { a->dependencies(s, false, waits); });
+    writes.for_each([&](Access* a) { a->dependencies(s, true, waits); });
+    if (!waits.empty())
+      s->enqueue_locked([waits] { waits.for_each([](const event& e) { e.wait_quietly(); }); });
   }
-  const event done(on, on->enqueue(std::move(work)));
-  reads.for_each([&](Access* a) { a->record_read(done); });
-  writes.for_each([&](Access* a) { a->record_write(done); });
-  return done;
-}
+  ordered_enqueue(const ordered_enqueue&) = delete;
+  ordered_enqueue& operator=(const ordered_enqueue&) = delete;
 
-// A view that shares the storage of a tensor or view: what queued work holds.
+  // Enqueues the work; sets *done to its event when asked.
+  template <class F>
+  void push(F&& work, event* done = nullptr) {
+    record((*on_)->enqueue_locked(std::forward<F>(work)), done);
+  }
+
+ private:
+  void record(std::uint64_t seq, event* done) {
+    reads_.for_each([&](Access* a) { a->record_read(*on_, seq); });
+    writes_.for_each([&](Access* a) { a->record_write(*on_, seq); });
+    if (done) *done = event(*on_, seq);
+  }
+
+  std::lock_guard<spin_lock> lock_;
+  const list& reads_;
+  const list& writes_;
+  const std::shared_ptr<stream_state>* on_;
+  std::shared_ptr<stream_state> fallback_;
+};
+
+// A view of the storage of a tensor or view that does not count as a reference to it: what queued
+// work holds (the storage's deleter waits for that work, stream_access::delete_after_work). T is
+// the element type of the view (const to read).
+template <class T, class X>
+tensor_view<T, typename X::backend_type> borrowed_view_of(const X& x) {
+  using S = typename std::remove_cvref_t<decltype(x.storage_ptr())>::element_type;
+  // The aliasing constructor with an empty owner: a pointer without a control block, so copies of
+  // the view cost no atomic operations.
+  return {std::shared_ptr<S>(std::shared_ptr<S>(), x.storage_ptr().get()),
+          const_cast<T*>(x.raw_data()), layout{x.shape(), x.strides(), 0}};
+}
 template <class X>
-auto owning_view(const X& x) {
-  using T = typename X::element_type;
-  using B = typename X::backend_type;
-  return tensor_view<T, B>(x.storage_ptr(), const_cast<T*>(x.raw_data()),
-                           layout{x.shape(), x.strides(), 0});
+auto borrowed_view(const X& x) {
+  return borrowed_view_of<typename X::element_type>(x);
 }
 
-// The expression with every leaf replaced by a read-only view that owns its storage (an lvalue
-// tensor, held by pointer in the expression, may be gone when the work runs).
+// The expression with every leaf replaced by a read-only borrowed view (an lvalue tensor, held by
+// pointer in the expression, may be gone when the work runs; its storage is not).
 template <class E>
 auto capture(const E& e) {
   return transform_leaves(e, [](const auto& leaf) {
     using L = std::remove_cvref_t<decltype(leaf)>;
     if constexpr (strided_leaf<L>) {
-      using T = value_t<L>;
-      return tensor_view<const T, backend_t<L>>(owning_view(leaf));
+      return borrowed_view_of<const value_t<L>>(leaf);
     } else {
       return leaf;
     }
@@ -194,36 +272,41 @@ template <class Backend, class Run>
 struct queued_executor {
   using access_type = typename access_tracking<Backend>::type;
   using access_list = small_list<access_type*, 8>;
+  using ordered = ordered_enqueue<access_type>;
 
+  // The work's captures are built in its lambda's init-captures and the lambda in its queue slot:
+  // a captured view is constructed once and moved once.
   template <class Dst, class E>
   static void assign(const Dst& dst, const E& e, stream* on = nullptr) {
     if (dst.size() == 0) return;
     check_devices("assignment", dst, e);
-    auto target = owning_view(dst);
-    auto captured = capture(e);
     access_list reads, writes;
-    writes.push_back(&target.storage_ptr()->access());
-    leaf_accesses(captured, reads);
-    enqueue_ordered(on ? on->state() : nullptr, reads, writes,
-                    task([target, captured] { Run::assign(target, captured); }));
+    writes.push_back(&dst.storage_ptr()->access());
+    leaf_accesses(e, reads);
+    ordered(on ? &on->state() : nullptr, reads, writes)
+        .push([target = borrowed_view(dst), captured = capture(e)] {
+          Run::assign(target, captured);
+        });
   }
 
   template <class Dst, class T>
   static void fill(const Dst& dst, T value) {
     if (dst.size() == 0) return;
-    auto target = owning_view(dst);
     access_list reads, writes;
-    writes.push_back(&target.storage_ptr()->access());
-    enqueue_ordered(nullptr, reads, writes, task([target, value] { Run::fill(target, value); }));
+    writes.push_back(&dst.storage_ptr()->access());
+    ordered(nullptr, reads, writes).push([target = borrowed_view(dst), value] {
+      Run::fill(target, value);
+    });
   }
 
   template <class Dst, class G>
   static void generate(const Dst& dst, const G& g) {
     if (dst.size() == 0) return;
-    auto target = owning_view(dst);
     access_list reads, writes;
-    writes.push_back(&target.storage_ptr()->access());
-    enqueue_ordered(nullptr, reads, writes, task([target, g] { Run::generate(target, g); }));
+    writes.push_back(&dst.storage_ptr()->access());
+    ordered(nullptr, reads, writes).push([target = borrowed_view(dst), g] {
+      Run::generate(target, g);
+    });
   }
 
   template <class R, class E>
@@ -233,18 +316,17 @@ struct queued_executor {
       throw shape_error(cat(R::name, ": the expression of shape ", e.shape(),
                             " is empty, and an empty ", R::name, " has no value"));
     check_devices(R::name, e);
-    auto captured = capture(e);
     access_list reads, writes;
     std::shared_ptr<stream_state> home;
-    leaf_accesses(captured, reads);
+    leaf_accesses(e, reads);
     reads.for_each([&](access_type* a) {
       if (!home) home = a->home();
     });
     if (!home) home = access_type::home_type::current();
     auto state = std::make_shared<stream_future_state<Result>>();
-    state->done = enqueue_ordered(home, reads, writes, task([captured, state] {
-                                    state->value = Run::template reduce<R>(captured);
-                                  }));
+    ordered(&home, reads, writes)
+        .push([captured = capture(e), state] { state->value = Run::template reduce<R>(captured); },
+              &state->done);
     return future<Result>(state);
   }
 
@@ -252,30 +334,27 @@ struct queued_executor {
   static void reduce_axis(const Dst& dst, const E& e, int axis) {
     if (dst.size() == 0) return;
     check_devices("assignment", dst, e);
-    auto target = owning_view(dst);
-    auto captured = capture(e);
     access_list reads, writes;
-    writes.push_back(&target.storage_ptr()->access());
-    leaf_accesses(captured, reads);
-    enqueue_ordered(nullptr, reads, writes, task([target, captured, axis] {
-                      Run::template reduce_axis<R>(target, captured, axis);
-                    }));
+    writes.push_back(&dst.storage_ptr()->access());
+    leaf_accesses(e, reads);
+    ordered(nullptr, reads, writes)
+        .push([target = borrowed_view(dst), captured = capture(e), axis] {
+          Run::template reduce_axis<R>(target, captured, axis);
+        });
   }
 
   template <class T, class A, class B, class C>
   static void gemm(T alpha, const A& a, const B& b, T beta, const C& c) {
     if (c.size() == 0) return;
     check_devices("gemm", c, a, b);
-    auto target = owning_view(c);
-    auto ca = capture(a);
-    auto cb = capture(b);
     access_list reads, writes;
-    writes.push_back(&target.storage_ptr()->access());
-    leaf_accesses(ca, reads);
-    leaf_accesses(cb, reads);
-    enqueue_ordered(nullptr, reads, writes, task([alpha, ca, cb, beta, target] {
-                      Run::gemm(alpha, ca, cb, beta, target);
-                    }));
+    writes.push_back(&c.storage_ptr()->access());
+    leaf_accesses(a, reads);
+    leaf_accesses(b, reads);
+    ordered(nullptr, reads, writes)
+        .push([alpha, ca = capture(a), cb = capture(b), beta, target = borrowed_view(c)] {
+          Run::gemm(alpha, ca, cb, beta, target);
+        });
   }
 
   // The host data is staged at once (the caller may reuse it when this returns); the copy into
@@ -286,11 +365,11 @@ struct queued_executor {
     if (n == 0) return;
     std::shared_ptr<T[]> staged(new T[n]);
     std::memcpy(staged.get(), src, n * sizeof(T));
-    auto target = owning_view(dst);
     access_list reads, writes;
-    writes.push_back(&target.storage_ptr()->access());
-    enqueue_ordered(nullptr, reads, writes,
-                    task([target, staged] { Run::copy_from_host(target, staged.get()); }));
+    writes.push_back(&dst.storage_ptr()->access());
+    ordered(nullptr, reads, writes).push([target = borrowed_view(dst), staged = std::move(staged)] {
+      Run::copy_from_host(target, staged.get());
+    });
   }
 
   // Waits for src's last write, then copies.
@@ -304,12 +383,14 @@ struct queued_executor {
   template <class Dst, class Src>
   static void copy(const Dst& dst, const Src& src) {
     if (dst.size() == 0) return;
-    auto target = owning_view(dst);
-    auto source = owning_view(src);  // another device of the backend is fine
     access_list reads, writes;
-    writes.push_back(&target.storage_ptr()->access());
-    reads.push_back(&source.storage_ptr()->access());
-    enqueue_ordered(nullptr, reads, writes, task([target, source] { Run::copy(target, source); }));
+    writes.push_back(&dst.storage_ptr()->access());
+    reads.push_back(&src.storage_ptr()->access());
+    // The source may live on another device of the backend.
+    ordered(nullptr, reads, writes)
+        .push([target = borrowed_view(dst), source = borrowed_view(src)] {
+          Run::copy(target, source);
+        });
   }
 
   // Enqueues fn(args...) with host views of the tensor views among args (see
@@ -330,8 +411,9 @@ struct queued_executor {
     };
     (note(args), ...);
     check_devices("host_kernel", args...);
-    enqueue_ordered(nullptr, reads, writes,
-                    task([fn = std::forward<F>(fn), args...] { Run::host_kernel(fn, args...); }));
+    ordered(nullptr, reads, writes).push([fn = std::forward<F>(fn), args...] {
+      Run::host_kernel(fn, args...);
+    });
   }
 };
 

@@ -24,8 +24,11 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "../../core/config.hpp"
 #include "../../core/error.hpp"
 #include "thread_pool.hpp"
 
@@ -47,15 +50,7 @@ class task {
   task() = default;
   template <class F>
   explicit task(F&& f) {
-    using Fn = std::decay_t<F>;
-    if constexpr (sizeof(Fn) <= sizeof(buffer_) && alignof(Fn) <= alignof(std::max_align_t) &&
-                  std::is_nothrow_move_constructible_v<Fn>) {
-      ::new (static_cast<void*>(buffer_)) Fn(std::forward<F>(f));
-      ops_ = &inline_ops<Fn>;
-    } else {
-      *reinterpret_cast<Fn**>(buffer_) = new Fn(std::forward<F>(f));
-      ops_ = &heap_ops<Fn>;
-    }
+    emplace(std::forward<F>(f));
   }
   task(task&& other) noexcept : ops_(other.ops_) {
     if (ops_) ops_->move(other.buffer_, buffer_);
@@ -71,6 +66,20 @@ class task {
     return *this;
   }
   ~task() { reset(); }
+
+  // Stores f (an empty task only): in place when it fits, so that enqueueing does not allocate.
+  template <class F>
+  void emplace(F&& f) {
+    using Fn = std::decay_t<F>;
+    if constexpr (sizeof(Fn) <= sizeof(buffer_) && alignof(Fn) <= alignof(std::max_align_t) &&
+                  std::is_nothrow_move_constructible_v<Fn>) {
+      ::new (static_cast<void*>(buffer_)) Fn(std::forward<F>(f));
+      ops_ = &inline_ops<Fn>;
+    } else {
+      *reinterpret_cast<Fn**>(buffer_) = new Fn(std::forward<F>(f));
+      ops_ = &heap_ops<Fn>;
+    }
+  }
 
   void operator()() { ops_->invoke(buffer_); }
   void reset() {
@@ -100,27 +109,129 @@ class task {
   const operations* ops_ = nullptr;
 };
 
-// A growable ring of tasks (no allocation per task once grown).
-class task_ring {
+// Enqueueing is one step for the whole process: the dependency bookkeeping of queued work
+// (queued.hpp) and the producer side of every stream's queue run under this lock, so that two host
+// threads enqueueing work on shared tensors cannot interleave. A spin lock, because the critical
+// sections are a few dozen instructions and an uncontended acquire is one atomic exchange (a
+// std::mutex costs two read-modify-writes, ~12 ns each on these machines).
+class spin_lock {
  public:
-  bool empty() const { return head_ == tail_; }
-  void push(task&& t) {
-    if (tail_ - head_ == slots_.size()) grow();
-    slots_[tail_++ & (slots_.size() - 1)] = std::move(t);
+  void lock() noexcept {
+    while (locked_.exchange(true, std::memory_order_acquire))
+      while (locked_.load(std::memory_order_relaxed)) std::this_thread::yield();
   }
-  task pop() { return std::move(slots_[head_++ & (slots_.size() - 1)]); }
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
 
  private:
-  void grow() {
-    std::vector<task> bigger(std::max<std::size_t>(16, slots_.size() * 2));
-    for (std::size_t i = 0; head_ + i < tail_; ++i) bigger[i] = pop_at(head_ + i);
-    tail_ -= head_;
-    head_ = 0;
-    slots_ = std::move(bigger);
+  std::atomic<bool> locked_{false};
+};
+
+inline spin_lock enqueue_lock_instance;
+inline spin_lock& enqueue_lock() {
+  return enqueue_lock_instance;
+}
+
+// An unbounded single-producer, single-consumer queue of tasks in fixed-size segments. The
+// producer (whoever holds enqueue_lock()) constructs a task in its slot and publishes it with one
+// store; the consumer (the stream's worker) runs it in place and resets the slot. Emptied segments
+// go to a free list that the producer takes from, so bursts of work reuse warm memory instead of
+// allocating (and page-faulting) fresh segments.
+class task_queue {
+  static constexpr std::size_t segment_tasks = 32;
+  static constexpr int max_free_segments = 64;  // 2 MiB of idle slots at most
+  struct segment {
+    task slots[segment_tasks];
+    segment* next = nullptr;
+  };
+
+ public:
+  task_queue() : head_(new segment), tail_(head_) {}
+  // Only once the consumer has stopped.
+  ~task_queue() {
+    while (head_) delete std::exchange(head_, head_->next);
+    segment* f = free_.load(std::memory_order_acquire);
+    while (f) delete std::exchange(f, f->next);
   }
-  task pop_at(std::size_t i) { return std::move(slots_[i & (slots_.size() - 1)]); }
-  std::vector<task> slots_;
-  std::size_t head_ = 0, tail_ = 0;
+  task_queue(const task_queue&) = delete;
+  task_queue& operator=(const task_queue&) = delete;
+
+  // Producer: appends the work (a task, or a callable stored in its slot in place); returns its
+  // sequence number (1, 2, ...).
+  template <class F>
+  std::uint64_t push(F&& work) {
+    if (tail_used_ == segment_tasks) {
+      segment* fresh = take_free();
+      tail_->next = fresh;  // published by the store below
+      tail_ = fresh;
+      tail_used_ = 0;
+    }
+    task& slot = tail_->slots[tail_used_];
+    if (tail_used_ + 2 < segment_tasks) prefetch_for_write(tail_->slots[tail_used_ + 2]);
+    if constexpr (std::is_same_v<std::decay_t<F>, task>)
+      slot = std::move(work);
+    else
+      slot.emplace(std::forward<F>(work));
+    ++tail_used_;
+    // seq_cst: waiter::notify, called next, must not read the sleeper count before this store.
+    published_.store(++pushed_, std::memory_order_seq_cst);
+    return pushed_;
+  }
+
+  // Tasks published so far (any thread).
+  std::uint64_t published() const { return published_.load(std::memory_order_acquire); }
+
+  // Consumer: the oldest task not yet popped (only while published() says there is one).
+  task& front() {
+    if (head_used_ == segment_tasks) {
+      segment* done = std::exchange(head_, head_->next);
+      head_used_ = 0;
+      give_free(done);
+    }
+    return head_->slots[head_used_];
+  }
+  // Consumer: destroys the front task.
+  void pop() { head_->slots[head_used_++].reset(); }
+
+ private:
+  // The free list is a stack with one pusher (the consumer) and one popper (the producer), so a
+  // popped node cannot come back between the popper's read and its compare-exchange (no ABA).
+  segment* take_free() {
+    segment* top = free_.load(std::memory_order_acquire);
+    while (top && !free_.compare_exchange_weak(top, top->next, std::memory_order_acquire))
+      ;
+    if (!top) return new segment;
+    free_count_.fetch_sub(1, std::memory_order_relaxed);
+    top->next = nullptr;
+    return top;
+  }
+  void give_free(segment* s) {
+    if (free_count_.load(std::memory_order_relaxed) >= max_free_segments) {
+      delete s;
+      return;
+    }
+    free_count_.fetch_add(1, std::memory_order_relaxed);
+    s->next = free_.load(std::memory_order_relaxed);
+    while (!free_.compare_exchange_weak(s->next, s, std::memory_order_release))
+      ;
+  }
+
+  // The consumer last touched a slot, so the producer's stores to it miss; asking for the lines
+  // two tasks ahead lets those misses overlap the enqueueing work in between instead of stalling
+  // the next locked instruction (the enqueue lock, the publishing store).
+  static void prefetch_for_write(const task& t) {
+    const char* p = reinterpret_cast<const char*>(&t);
+    for (std::size_t line = 0; line < sizeof(task); line += cache_line)
+      __builtin_prefetch(p + line, 1, 3);
+  }
+
+  segment* head_;  // consumer's
+  std::size_t head_used_ = 0;
+  alignas(cache_line) segment* tail_;  // producer's, on its own cache line
+  std::size_t tail_used_ = 0;
+  std::uint64_t pushed_ = 0;
+  alignas(cache_line) std::atomic<std::uint64_t> published_{0};
+  alignas(cache_line) std::atomic<segment*> free_{nullptr};
+  std::atomic<int> free_count_{0};
 };
 
 class stream_state {
@@ -134,25 +245,22 @@ class stream_state {
 
   // Appends work; returns its sequence number (1, 2, ...). Throws if the stream was closed.
   std::uint64_t enqueue(task work) {
-    std::uint64_t seq;
-    {
-      std::lock_guard lock(mutex_);
-      if (closed_)
-        throw execution_error(
-            cat("stream '", name_, "' was destroyed; its work can no longer run"));
-      queue_.push(std::move(work));
-      seq = ++enqueued_;
-    }
+    std::lock_guard lock(enqueue_lock());
+    return enqueue_locked(std::move(work));
+  }
+  // The same, for a caller that holds enqueue_lock(), with a task or any callable (stored in its
+  // queue slot in place). Wakes the worker only if it sleeps.
+  template <class F>
+  std::uint64_t enqueue_locked(F&& work) {
+    if (closed_.load(std::memory_order_relaxed)) closed_error();
+    const std::uint64_t seq = queue_.push(std::forward<F>(work));
     work_ready_.notify();
     return seq;
   }
 
-  std::uint64_t enqueued() const {
-    std::lock_guard lock(mutex_);
-    return enqueued_;
-  }
+  std::uint64_t enqueued() const { return queue_.published(); }
   bool completed(std::uint64_t seq) const {
-    return completed_.load(std::memory_order_seq_cst) >= seq;
+    return completed_.load(std::memory_order_acquire) >= seq;
   }
 
   // Blocks until work `seq` has run (spinning briefly first: stream work is often short).
@@ -162,7 +270,9 @@ class stream_state {
 
   // The first error raised on the worker since the last call, cleared.
   std::exception_ptr take_error() {
-    std::lock_guard lock(mutex_);
+    if (!has_error_.load(std::memory_order_acquire)) return nullptr;
+    std::lock_guard lock(error_mutex_);
+    has_error_.store(false, std::memory_order_relaxed);
     return std::exchange(error_, nullptr);
   }
   void rethrow_error() {
@@ -171,58 +281,58 @@ class stream_state {
 
   // Runs the queued work, then stops the worker. Idempotent.
   void close() {
+    if (closed_.load(std::memory_order_acquire)) return;
     {
-      std::lock_guard lock(mutex_);
-      if (closed_) return;
-      closed_ = true;
+      std::lock_guard lock(enqueue_lock());
+      if (closed_.load(std::memory_order_relaxed)) return;
+      closed_.store(true, std::memory_order_seq_cst);
+      work_ready_.notify();
     }
-    work_ready_.notify();
     if (worker_.joinable()) worker_.join();
   }
 
-  bool closed() const {
-    std::lock_guard lock(mutex_);
-    return closed_;
-  }
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
 
  private:
+  [[noreturn]] void closed_error() const {
+    throw execution_error(cat("stream '", name_, "' was destroyed; its work can no longer run"));
+  }
   void run() {
+    std::uint64_t done = 0;
     for (;;) {
-      task work;
       // Spin a while before sleeping: work usually comes in bursts, and waking a sleeping thread
       // costs microseconds.
       work_ready_.wait(
-          [&] {
-            std::lock_guard lock(mutex_);
-            return !queue_.empty() || closed_;
-          },
+          [&] { return queue_.published() > done || closed_.load(std::memory_order_acquire); },
           20000);
-      {
-        std::lock_guard lock(mutex_);
-        if (queue_.empty()) {
-          if (closed_) return;
-          continue;
-        }
-        work = queue_.pop();
+      // closed_ is set after the last push (both under enqueue_lock()), so once it reads true the
+      // count read after it is final.
+      const bool closing = closed_.load(std::memory_order_acquire);
+      if (queue_.published() == done) {
+        if (closing) return;
+        continue;
       }
+      task& work = queue_.front();
       try {
         work();
       } catch (...) {
-        std::lock_guard lock(mutex_);
+        std::lock_guard lock(error_mutex_);
         if (!error_) error_ = std::current_exception();
+        has_error_.store(true, std::memory_order_release);
       }
-      completed_.fetch_add(1, std::memory_order_seq_cst);
+      queue_.pop();
+      completed_.store(++done, std::memory_order_seq_cst);  // seq_cst: read by done_.notify()
       done_.notify();
     }
   }
 
   std::string name_;
-  mutable std::mutex mutex_;
-  task_ring queue_;
-  std::uint64_t enqueued_ = 0;
-  std::atomic<std::uint64_t> completed_{0};
+  task_queue queue_;
+  alignas(cache_line) std::atomic<std::uint64_t> completed_{0};
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> has_error_{false};
+  std::mutex error_mutex_;
   std::exception_ptr error_;
-  bool closed_ = false;
   mutable waiter work_ready_;
   mutable waiter done_;
   std::thread worker_;
