@@ -71,6 +71,17 @@ constexpr const char* policy_name =
     std::is_same_v<backend::policy, meld::async> ? "asynchronous" : "synchronous";
 using device_tensor = tensor<float, backend>;
 using device_labels = tensor<std::int64_t, backend>;
+
+// The host batch on the backend: a copy (a queued transfer on an asynchronous device), or the host
+// tensor itself on the synchronous CPU backend, where a copy would be a serial pass over the batch
+// before every step (3 MiB at batch 1024) that the data-parallel workers wait for.
+template <class T>
+decltype(auto) on_backend(const tensor<T>& host) {
+  if constexpr (std::is_same_v<tensor<T, backend>, tensor<T>>)
+    return (host);
+  else
+    return meld::to<backend>(host);
+}
 // Whether the host communicators (thread_comm, mpi_comm) reach the backend's memory in place
 // (cpu, sim); a CUDA build moves gradients with NCCL, or stages them through host copies with
 // --backend threads or mpi (workers sharing a GPU, clusters without NCCL).
@@ -399,8 +410,8 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
       }
       const auto step_start = std::chrono::steady_clock::now();
       const auto& batch = pipeline.next();  // gathered while the last step computed
-      const device_tensor images = meld::to<backend>(batch.images);
-      const device_labels labels = meld::to<backend>(batch.labels);
+      const device_tensor& images = on_backend(batch.images);  // valid until the next batch
+      const device_labels& labels = on_backend(batch.labels);
       // Shards, forward and backward on every worker, gradients averaged over the whole batch.
       epoch_loss += dp.step(images, labels, loss);
       progress.step();
