@@ -51,10 +51,11 @@ struct plan {
 // The planning of make_plan for n operands, into caller-provided arrays: shape[max_rank],
 // strides[n * max_rank] (operand k's axis d at k * max_rank + d, in bytes; entries past the rank
 // are left alone) and inner[n]; returns the rank. Not a template: compiled once whatever the
-// number of operands.
-MELD_ONCE inline int make_plan_into(int n, const shape_t& shape, const std::size_t* elem,
-                                    const strides_t* in, bool separate_last, index_t* shape_out,
-                                    index_t* strides_out, index_t* inner) {
+// number of operands. Cold (optimized for size): it runs once per evaluation that needs a plan.
+[[gnu::cold]] MELD_ONCE inline int make_plan_into(int n, const shape_t& shape,
+                                                  const std::size_t* elem, const strides_t* in,
+                                                  bool separate_last, index_t* shape_out,
+                                                  index_t* strides_out, index_t* inner) {
   const int r = shape.size();
   int axes[max_rank];
   int count = 0;

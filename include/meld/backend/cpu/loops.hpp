@@ -48,8 +48,10 @@ MELD_ONCE inline void copy_elements(char* to, index_t to_stride, const char* fro
 // Walks the linear positions [begin, end) of a plan, calling fn on contiguous pieces of rows.
 // Operands contiguous along the row are passed in place (no copies at all when every operand is);
 // a broadcast operand (stride 0) is replicated into a buffer, a strided one is gathered (read) or
-// scattered back after fn (write).
-inline void run_rows(const plan_ref& p, index_t begin, index_t end, row_fn fn, void* ctx) {
+// scattered back after fn (write). Cold (optimized for size, compiled once): its work per row is
+// a few pointer updates around fn and copy_elements, which keep their optimization.
+[[gnu::cold]] MELD_ONCE inline void run_rows(const plan_ref& p, index_t begin, index_t end,
+                                             row_fn fn, void* ctx) {
   if (begin >= end) return;
   const int outer = p.rank - 1;
   const int n = p.operands;
