@@ -180,9 +180,8 @@ class map_expr : public expression_tag {
     ((u = detail::common_uniform(u, detail::slot<I>(args_).uniform_shape())), ...);
     return u;
   }
-  // The broadcasting walk, out of line: one copy per node type, not one inlined into every caller.
   template <std::size_t I0, std::size_t... I>
-  MELD_NOINLINE shape_t shape(std::index_sequence<I0, I...>) const {
+  shape_t shape(std::index_sequence<I0, I...>) const {
     shape_t s = detail::slot<I0>(args_).shape();
     ((s = broadcast_shapes(s, detail::slot<I>(args_).shape(), detail::operation_name<Op>())), ...);
     return s;
