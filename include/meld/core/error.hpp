@@ -10,21 +10,7 @@
 #include <type_traits>
 #include <utility>
 
-// Not inlined into the call sites of cat (GCC, clang; nvcc passes it to the host compiler).
-#if defined(__GNUC__)
-#define MELD_ERROR_NOINLINE __attribute__((noinline))
-#else
-#define MELD_ERROR_NOINLINE
-#endif
-// Compiled once: no copies specialized for constant arguments (GCC's IPA cloning), for the
-// type-erased parts of the evaluators that exist to be compiled once.
-#if defined(__GNUC__) && !defined(__clang__)
-#define MELD_ONCE __attribute__((noinline, noclone))
-#elif defined(__GNUC__)
-#define MELD_ONCE __attribute__((noinline))
-#else
-#define MELD_ONCE
-#endif
+#include "config.hpp"
 
 namespace meld {
 
@@ -111,7 +97,7 @@ struct cat_arg {
 
 // The text of args[0 .. count): numbers as std::ostream writes them by default (%g for floating
 // point). Cold: it runs only on the way to an exception.
-[[gnu::cold]] MELD_ERROR_NOINLINE inline std::string cat_list(const cat_arg* args, int count) {
+[[gnu::cold]] MELD_NOINLINE inline std::string cat_list(const cat_arg* args, int count) {
   std::string out;
   char buffer[32];
   for (int k = 0; k < count; ++k) {

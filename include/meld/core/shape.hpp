@@ -103,7 +103,7 @@ class dims {
 
   /// The entries as text, "{2, 3}".
   /// (Cold and not inlined: it serves error messages, and need not cost compile time at -O3.)
-  [[gnu::cold]] MELD_ERROR_NOINLINE std::string str() const {
+  [[gnu::cold]] MELD_NOINLINE std::string str() const {
     std::string s = "{";
     for (int i = 0; i < rank_; ++i) {
       if (i) s += ", ";

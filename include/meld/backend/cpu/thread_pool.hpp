@@ -132,7 +132,6 @@ class thread_pool {
   }
 
   /// True on a thread that is running a task of this or another pool loop.
-  /// True on a thread that is running a task of this or another pool loop.
   static bool in_task() { return in_task_; }
 
  private:
