@@ -1,37 +1,50 @@
 #!/usr/bin/env bash
 # Seconds to compile and link a small program that evaluates one expression
-# (y = a*x + b*z - c*w + x*z), with meld, Eigen, xtensor (+ xsimd) and as a plain loop: the median
-# of 3 builds each, with the benchmarks' flags (g++ -std=c++20 -O3 -march=native).
+# (y = a*x + b*z - c*w + x*z), with meld, Eigen, xtensor (+ xsimd) and as a plain loop, with the
+# benchmarks' flags (g++ -std=c++20 -O3 -march=native). REPS repetitions (default 5), each
+# building every program once in turn (hand, meld, eigen, xtensor, hand, meld, ...), so that a
+# shared machine's drift falls on all of them; prints the median of each and the ratios to Eigen.
 #   scripts/bench-build-time.sh [output.json]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-}
 cxx=${CXX:-g++}
+reps=${REPS:-5}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 flags=(-std=c++20 -O3 -march=native -pthread)
+libs=(hand meld eigen xtensor)
 declare -A extra=(
   [hand]=""
   [meld]="-Iinclude"
   [eigen]="-isystem /usr/include/eigen3"
   [xtensor]="-DXTENSOR_USE_XSIMD"
 )
-results=()
-for lib in hand meld eigen xtensor; do
-  times=()
-  for rep in 1 2 3; do
+declare -A times=()
+for ((rep = 1; rep <= reps; ++rep)); do
+  for lib in "${libs[@]}"; do
     start=$(date +%s%N)
     # shellcheck disable=SC2086
     "$cxx" "${flags[@]}" ${extra[$lib]} "benchmarks/build_time/$lib.cpp" -o "$work/$lib"
     end=$(date +%s%N)
-    times+=("$(awk -v ns=$((end - start)) 'BEGIN { printf "%.3f", ns / 1e9 }')")
+    times[$lib]+="$(awk -v ns=$((end - start)) 'BEGIN { printf "%.3f", ns / 1e9 }') "
   done
-  "$work/$lib" 16 > /dev/null  # it runs
-  median=$(printf '%s\n' "${times[@]}" | sort -g | sed -n 2p)
-  printf 'build-time %-8s median %.2f s  (runs: %s)\n' "$lib" "$median" "${times[*]}"
-  results+=("\"$lib\": {\"median_s\": $median, \"runs_s\": [$(IFS=,; echo "${times[*]}")]}")
 done
+declare -A median=()
+results=()
+for lib in "${libs[@]}"; do
+  "$work/$lib" 16 > /dev/null  # it runs
+  # shellcheck disable=SC2086
+  median[$lib]=$(printf '%s\n' ${times[$lib]} | sort -g | awk '{ v[NR] = $1 }
+    END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+  printf 'build-time %-8s median %.2f s  (runs: %s)\n' "$lib" "${median[$lib]}" "${times[$lib]% }"
+  # shellcheck disable=SC2086
+  results+=("\"$lib\": {\"median_s\": ${median[$lib]}, \"runs_s\": [$(printf '%s\n' ${times[$lib]} | paste -sd,)]}")
+done
+ratio() { awk -v a="${median[$1]}" -v b="${median[eigen]}" 'BEGIN { printf "%.2f", a / b }'; }
+printf 'build-time ratio meld/eigen %s  xtensor/eigen %s  (medians of %d interleaved runs)\n' \
+  "$(ratio meld)" "$(ratio xtensor)" "$reps"
 if [ -n "$out" ]; then
   flagstr="${flags[*]}"
-  (IFS=,; echo "{\"compiler\": \"$($cxx --version | head -1)\", \"flags\": \"$flagstr\", ${results[*]}}") > "$out"
+  (IFS=,; echo "{\"compiler\": \"$($cxx --version | head -1)\", \"flags\": \"$flagstr\", \"repetitions\": $reps, ${results[*]}, \"ratio_meld_eigen\": $(ratio meld), \"ratio_xtensor_eigen\": $(ratio xtensor)}") > "$out"
 fi

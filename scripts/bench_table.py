@@ -209,11 +209,14 @@ def main():
     if args.build_time:
         with open(args.build_time) as f:
             bt = json.load(f)
-        rows = [[lib, f"{bt[lib]['median_s']:.2f}", " ".join(f"{x:.2f}" for x in bt[lib]["runs_s"])]
+        eigen = bt.get("eigen", {}).get("median_s")
+        rows = [[lib, f"{bt[lib]['median_s']:.2f}",
+                 f"{bt[lib]['median_s'] / eigen:.2f}" if eigen else "?",
+                 " ".join(f"{x:.2f}" for x in bt[lib]["runs_s"])]
                 for lib in ("hand", "meld", "eigen", "xtensor") if lib in bt]
         parts.append(f"### Build time of a one-expression program ({bt['compiler']}, "
-                     f"{bt['flags']}; median of 3)\n\n" +
-                     table(["program", "median s", "runs s"], rows))
+                     f"{bt['flags']}; median of {bt.get('repetitions', 3)} interleaved runs)\n\n" +
+                     table(["program", "median s", "/ Eigen", "runs s"], rows))
     if checks:
         parts.append("### Targets\n\n" + table(
             ["target", "holds", "measured"],

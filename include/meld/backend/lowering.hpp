@@ -96,8 +96,8 @@ void check_devices(const char* what, const X&... operands) {
         const int device = leaf.storage_ptr()->device();
         if (first < 0) first = device;
         if (device != first)
-          throw shape_error(cat(what, ": operands live on ", backend_t<L>::name, " devices ", first,
-                                " and ", device, "; copy one of them explicitly first (meld::to)"));
+          raise<shape_error>(what, ": operands live on ", backend_t<L>::name, " devices ", first,
+                             " and ", device, "; copy one of them explicitly first (meld::to)");
       }
     }
   };

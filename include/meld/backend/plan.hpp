@@ -48,6 +48,58 @@ struct plan {
   }
 };
 
+// The planning of make_plan for n operands, into caller-provided arrays: shape[max_rank],
+// strides[n * max_rank] (operand k's axis d at k * max_rank + d, in bytes; entries past the rank
+// are left alone) and inner[n]; returns the rank. Not a template: compiled once whatever the
+// number of operands. Cold (optimized for size): it runs once per evaluation that needs a plan.
+[[gnu::cold]] MELD_ONCE inline int make_plan_into(int n, const shape_t& shape,
+                                                  const std::size_t* elem, const strides_t* in,
+                                                  bool separate_last, index_t* shape_out,
+                                                  index_t* strides_out, index_t* inner) {
+  const int r = shape.size();
+  int axes[max_rank];
+  int count = 0;
+  for (int d = 0; d < r - (separate_last ? 1 : 0); ++d)
+    if (shape[d] != 1) axes[count++] = d;
+
+  // Groups of merged axes, built from the inner end outwards: group g's extent in shape_out[g]
+  // and operand k's stride (in elements) in strides_out[k * max_rank + g]; reversed below.
+  auto stride = [&](int k, int g) -> index_t& { return strides_out[k * max_rank + g]; };
+  int groups = 0;
+  for (int i = count - 1; i >= 0; --i) {
+    const int d = axes[i];
+    bool merge = groups > 0;
+    for (int k = 0; merge && k < n; ++k)
+      merge = in[k][d] == stride(k, groups - 1) * shape_out[groups - 1];
+    if (merge) {
+      shape_out[groups - 1] *= shape[d];
+    } else {
+      shape_out[groups] = shape[d];
+      for (int k = 0; k < n; ++k) stride(k, groups) = in[k][d];
+      ++groups;
+    }
+  }
+  std::reverse(shape_out, shape_out + groups);
+  for (int k = 0; k < n; ++k) {
+    std::reverse(&stride(k, 0), &stride(k, 0) + groups);
+    inner[k] = groups > 0 ? stride(k, groups - 1) : 0;
+  }
+  int rank = groups;
+  if (separate_last) {
+    shape_out[rank] = shape[r - 1];
+    for (int k = 0; k < n; ++k) stride(k, rank) = inner[k] = in[k][r - 1];
+    ++rank;
+  }
+  if (rank == 0) {  // a single element
+    shape_out[0] = 1;
+    for (int k = 0; k < n; ++k) stride(k, 0) = inner[k] = 0;
+    rank = 1;
+  }
+  for (int k = 0; k < n; ++k)
+    for (int d = 0; d < rank; ++d) stride(k, d) *= static_cast<index_t>(elem[k]);
+  return rank;
+}
+
 // Operand k: its first element, element size and strides (in elements) over `shape`, broadcast
 // already. With separate_last, the last axis is kept apart (never merged, even of extent 1):
 // axis reductions iterate over it.
@@ -60,43 +112,7 @@ plan<N> make_plan(const shape_t& shape, char* const* base, const std::size_t* el
     p.base[k] = base[k];
     p.elem[k] = static_cast<index_t>(elem[k]);
   }
-  const int r = shape.size();
-  int axes[max_rank];
-  int count = 0;
-  for (int d = 0; d < r - (separate_last ? 1 : 0); ++d)
-    if (shape[d] != 1) axes[count++] = d;
-
-  // Groups of merged axes, built from the inner end outwards.
-  index_t g_shape[max_rank];
-  index_t g_strides[max_rank][N];
-  int groups = 0;
-  for (int i = count - 1; i >= 0; --i) {
-    const int d = axes[i];
-    bool merge = groups > 0;
-    for (int k = 0; merge && k < N; ++k)
-      merge = in[k][d] == g_strides[groups - 1][k] * g_shape[groups - 1];
-    if (merge) {
-      g_shape[groups - 1] *= shape[d];
-    } else {
-      g_shape[groups] = shape[d];
-      for (int k = 0; k < N; ++k) g_strides[groups][k] = in[k][d];
-      ++groups;
-    }
-  }
-  int rank = 0;
-  auto add_axis = [&](index_t extent, auto stride_of) {
-    p.shape[rank] = extent;
-    for (int k = 0; k < N; ++k) {
-      p.strides[k][rank] = stride_of(k) * static_cast<index_t>(elem[k]);
-      p.inner[k] = stride_of(k);
-    }
-    ++rank;
-  };
-  for (int g = groups - 1; g >= 0; --g)
-    add_axis(g_shape[g], [&](int k) { return g_strides[g][k]; });
-  if (separate_last) add_axis(shape[r - 1], [&](int k) { return in[k][r - 1]; });
-  if (rank == 0) add_axis(1, [](int) { return index_t(0); });  // a single element
-  p.rank = rank;
+  p.rank = make_plan_into(N, shape, elem, in, separate_last, p.shape, &p.strides[0][0], p.inner);
   return p;
 }
 

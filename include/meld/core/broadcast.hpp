@@ -5,8 +5,9 @@
 
 namespace meld {
 
-/// The shape that a and b broadcast to; throws shape_error naming `what` and both shapes.
-inline shape_t broadcast_shapes(const shape_t& a, const shape_t& b, const char* what) {
+/// The shape that a and b broadcast to; throws shape_error naming `what` and both shapes. (Not
+/// inlined: every node of an expression calls it, and one copy is enough.)
+MELD_ONCE inline shape_t broadcast_shapes(const shape_t& a, const shape_t& b, const char* what) {
   if (a == b) return a;  // the common case
   const int rank = std::max(a.size(), b.size());
   shape_t out = dims::filled(rank, 1);
@@ -14,8 +15,8 @@ inline shape_t broadcast_shapes(const shape_t& a, const shape_t& b, const char* 
     const int ia = a.size() - rank + i, ib = b.size() - rank + i;
     const index_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
     if (da != db && da != 1 && db != 1)
-      throw shape_error(detail::cat(what, ": shapes ", a, " and ", b, " cannot be broadcast (axis ",
-                                    i - rank, ": ", da, " vs ", db, ")"));
+      detail::raise<shape_error>(what, ": shapes ", a, " and ", b, " cannot be broadcast (axis ",
+                                 i - rank, ": ", da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
   checked_size(out, what);  // {2^40, 1} and {1, 2^40} are fine alone, not together

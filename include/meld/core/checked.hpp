@@ -45,14 +45,14 @@ namespace meld::detail {
 template <class... Args>
 index_t checked_mul(index_t a, index_t b, const char* what, const Args&... args) {
   index_t out = 0;
-  if (!mul_fits(a, b, out)) throw shape_error(cat(what, ": ", args..., " overflows"));
+  if (!mul_fits(a, b, out)) raise<shape_error>(what, ": ", args..., " overflows");
   return out;
 }
 
 template <class... Args>
 index_t checked_add(index_t a, index_t b, const char* what, const Args&... args) {
   index_t out = 0;
-  if (!add_fits(a, b, out)) throw shape_error(cat(what, ": ", args..., " overflows"));
+  if (!add_fits(a, b, out)) raise<shape_error>(what, ": ", args..., " overflows");
   return out;
 }
 

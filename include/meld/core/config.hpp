@@ -20,6 +20,14 @@
 #define MELD_NOINLINE __attribute__((noinline))
 #endif
 
+// MELD_ONCE: compiled once, not inlined and (GCC) not cloned for constant arguments: the
+// type-erased, non-template parts of the evaluators exist so that a program compiles them once.
+#if defined(__GNUC__) && !defined(__clang__)
+#define MELD_ONCE __attribute__((noinline, noclone))
+#else
+#define MELD_ONCE MELD_NOINLINE
+#endif
+
 namespace meld {
 
 /// Signed, so that strides can be negative (reversed slices) and index arithmetic never wraps.

@@ -102,10 +102,15 @@ class dims {
   }
 
   /// The entries as text, "{2, 3}".
-  std::string str() const {
+  /// (Cold and not inlined: it serves error messages, and need not cost compile time at -O3.)
+  [[gnu::cold]] MELD_NOINLINE std::string str() const {
     std::string s = "{";
-    for (int i = 0; i < rank_; ++i) s += (i ? ", " : "") + std::to_string(v_[i]);
-    return s + "}";
+    for (int i = 0; i < rank_; ++i) {
+      if (i) s += ", ";
+      s += std::to_string(v_[i]);
+    }
+    s += '}';
+    return s;
   }
   /// Writes str().
   friend std::ostream& operator<<(std::ostream& os, const dims& d) { return os << d.str(); }
@@ -113,8 +118,7 @@ class dims {
  private:
   static void check_rank(long n, const char* what) {
     if (n < 0 || n > max_rank)
-      throw shape_error(
-          detail::cat(what, ": rank ", n, " exceeds meld::max_rank (", max_rank, ")"));
+      detail::raise<shape_error>(what, ": rank ", n, " exceeds meld::max_rank (", max_rank, ")");
   }
   template <class It>
   void assign(It first, It last) {
@@ -139,7 +143,7 @@ inline index_t checked_size(const shape_t& shape, const char* what) {
   index_t n = 1;
   bool zero = false;
   for (index_t d : shape) {
-    if (d < 0) throw shape_error(detail::cat(what, ": negative extent in shape ", shape));
+    if (d < 0) detail::raise<shape_error>(what, ": negative extent in shape ", shape);
     if (d == 0)
       zero = true;
     else
@@ -161,8 +165,8 @@ inline strides_t row_major_strides(const shape_t& shape) {
 /// Maps a possibly negative axis (Python style: -1 is the last) into [0, rank).
 inline int normalize_axis(long axis, int rank, const char* what) {
   if (axis < -rank || axis >= rank)
-    throw shape_error(
-        detail::cat(what, ": axis ", axis, " is out of range for a tensor of rank ", rank));
+    detail::raise<shape_error>(what, ": axis ", axis, " is out of range for a tensor of rank ",
+                               rank);
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 

@@ -22,13 +22,13 @@ namespace detail {
 // The shape of a b for matmul (throws shape_error naming both shapes).
 inline shape_t matmul_shape(const shape_t& a, const shape_t& b, const char* what) {
   if (a.size() < 2 || a.size() > 3 || b.size() < 2 || b.size() > 3)
-    throw shape_error(cat(what, ": operands must have rank 2 or 3 (a ", a, ", b ", b, ")"));
+    raise<shape_error>(what, ": operands must have rank 2 or 3 (a ", a, ", b ", b, ")");
   const index_t m = a[a.size() - 2], k = a.back(), kb = b[b.size() - 2], n = b.back();
   if (k != kb)
-    throw shape_error(cat(what, ": shapes ", a, " and ", b, " do not match: a has ", k,
-                          " columns, b has ", kb, " rows"));
+    raise<shape_error>(what, ": shapes ", a, " and ", b, " do not match: a has ", k,
+                       " columns, b has ", kb, " rows");
   if (a.size() == 3 && b.size() == 3 && a[0] != b[0])
-    throw shape_error(cat(what, ": batch sizes differ: ", a, " and ", b));
+    raise<shape_error>(what, ": batch sizes differ: ", a, " and ", b);
   const shape_t out = a.size() == 3   ? shape_t{a[0], m, n}
                       : b.size() == 3 ? shape_t{b[0], m, n}
                                       : shape_t{m, n};
@@ -97,8 +97,8 @@ requires expression<A> && expression<B>
 void gemm(T alpha, const A& a, const B& b, T beta, C&& c) {
   const shape_t shape = detail::matmul_shape(a.shape(), b.shape(), "gemm");
   if (!(shape == c.shape()))
-    throw shape_error(detail::cat("gemm: the product of ", a.shape(), " and ", b.shape(),
-                                  " has shape ", shape, ", the output has shape ", c.shape()));
+    detail::raise<shape_error>("gemm: the product of ", a.shape(), " and ", b.shape(),
+                               " has shape ", shape, ", the output has shape ", c.shape());
   using Dst = std::remove_cvref_t<C>;
   using V = typename Dst::value_type;
   executor<typename Dst::backend_type>::gemm(static_cast<V>(alpha), a, b, static_cast<V>(beta), c);

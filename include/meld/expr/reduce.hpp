@@ -173,8 +173,8 @@ class reduce_expr : public expression_tag {
     const shape_t& in = a_.shape();
     axis_ = normalize_axis(axis, in.size(), R::name);
     if (R::needs_elements && in[axis_] == 0)
-      throw shape_error(detail::cat(R::name, ": axis ", axis, " of shape ", in,
-                                    " is empty, and an empty ", R::name, " has no value"));
+      detail::raise<shape_error>(R::name, ": axis ", axis, " of shape ", in,
+                                 " is empty, and an empty ", R::name, " has no value");
     shape_ = in;
     if (keepdims_)
       shape_[axis_] = 1;

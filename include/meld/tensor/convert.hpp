@@ -47,8 +47,8 @@ void copy(Dst&& dst, const Src& src) {
   using To = typename D::backend_type;
   using From = typename Src::backend_type;
   if (!(dst.shape() == src.shape()))
-    throw shape_error(detail::cat("copy: a source of shape ", src.shape(),
-                                  " into a destination of shape ", dst.shape()));
+    detail::raise<shape_error>("copy: a source of shape ", src.shape(),
+                               " into a destination of shape ", dst.shape());
   if (src.size() == 0) return;
   if constexpr (std::is_same_v<To, From>) {
     if (dst.device() == src.device()) {
@@ -57,9 +57,9 @@ void copy(Dst&& dst, const Src& src) {
     }
   }
   if (!dst.is_contiguous() || !src.is_contiguous())
-    throw shape_error(detail::cat("copy: between devices, source (strides ", src.strides(),
-                                  ") and destination (strides ", dst.strides(),
-                                  ") must be contiguous"));
+    detail::raise<shape_error>("copy: between devices, source (strides ", src.strides(),
+                               ") and destination (strides ", dst.strides(),
+                               ") must be contiguous");
   if constexpr (std::is_same_v<To, From>) {
     executor<To>::copy(dst, src);
   } else if constexpr (From::host_accessible && To::host_accessible) {

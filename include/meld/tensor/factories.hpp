@@ -62,8 +62,7 @@ tensor<T, Backend> arange(T start, T stop, T step = T(1)) {
   if (step == T(0)) throw shape_error("arange: step is 0");
   const double count = std::ceil((static_cast<double>(stop) - static_cast<double>(start)) /
                                  static_cast<double>(step));
-  if (!(count < 9.2e18))
-    throw shape_error(detail::cat("arange: ", count, " elements are too many"));
+  if (!(count < 9.2e18)) detail::raise<shape_error>("arange: ", count, " elements are too many");
   const index_t n = count > 0 ? static_cast<index_t>(count) : 0;
   return detail::generated<T, Backend>(n, detail::arange_values<T>{start, step});
 }
@@ -77,7 +76,7 @@ tensor<T, Backend> arange(T stop) {
 /// n evenly spaced values from start to stop, both included (n >= 2) or start alone (n == 1).
 template <class T, class Backend = cpu<>>
 tensor<T, Backend> linspace(T start, T stop, index_t n) {
-  if (n < 0) throw shape_error(detail::cat("linspace: negative count ", n));
+  if (n < 0) detail::raise<shape_error>("linspace: negative count ", n);
   return detail::generated<T, Backend>(
       n,
       detail::linspace_values<T>{static_cast<double>(start), static_cast<double>(stop), n, stop});

@@ -55,8 +55,8 @@ template <class... Specs>
 layout slice_layout(const shape_t& shape, const strides_t& strides, const Specs&... specs) {
   constexpr int given = sizeof...(Specs);
   if (given > shape.size())
-    throw shape_error(
-        cat("slice: ", given, " indices given for a tensor of rank ", shape.size(), " ", shape));
+    raise<shape_error>("slice: ", given, " indices given for a tensor of rank ", shape.size(), " ",
+                       shape);
   layout out;
   int axis = 0;
   auto apply = [&](const auto& spec) {
@@ -79,9 +79,9 @@ layout slice_layout(const shape_t& shape, const strides_t& strides, const Specs&
       const index_t i = static_cast<index_t>(spec) < 0 ? static_cast<index_t>(spec) + n
                                                        : static_cast<index_t>(spec);
       if (i < 0 || i >= n)
-        throw shape_error(cat("slice: index ", static_cast<index_t>(spec),
-                              " is out of range for axis ", axis, " of extent ", n, " in shape ",
-                              shape));
+        raise<shape_error>("slice: index ", static_cast<index_t>(spec),
+                           " is out of range for axis ", axis, " of extent ", n, " in shape ",
+                           shape);
       out.offset = slice_offset(out.offset, i, shape, strides, axis);
     }
     ++axis;
@@ -99,13 +99,12 @@ layout slice_layout(const shape_t& shape, const strides_t& strides, const Specs&
 inline layout permute_layout(const shape_t& shape, const strides_t& strides, const dims& axes) {
   const int r = shape.size();
   if (axes.size() != r)
-    throw shape_error(
-        cat("permute: ", axes, " has ", axes.size(), " axes for a tensor of rank ", r));
+    raise<shape_error>("permute: ", axes, " has ", axes.size(), " axes for a tensor of rank ", r);
   layout out;
   bool seen[max_rank] = {};
   for (int i = 0; i < r; ++i) {
     const int a = normalize_axis(axes[i], r, "permute");
-    if (seen[a]) throw shape_error(cat("permute: ", axes, " repeats axis ", axes[i]));
+    if (seen[a]) raise<shape_error>("permute: ", axes, " repeats axis ", axes[i]);
     seen[a] = true;
     out.shape.push_back(shape[a]);
     out.strides.push_back(strides[a]);
@@ -124,8 +123,8 @@ inline layout squeeze_layout(const shape_t& shape, const strides_t& strides,
   layout out;
   const int only = axis ? normalize_axis(*axis, shape.size(), "squeeze") : -1;
   if (axis && shape[only] != 1)
-    throw shape_error(
-        cat("squeeze: axis ", *axis, " of shape ", shape, " has extent ", shape[only], ", not 1"));
+    raise<shape_error>("squeeze: axis ", *axis, " of shape ", shape, " has extent ", shape[only],
+                       ", not 1");
   for (int i = 0; i < shape.size(); ++i) {
     if (axis ? i == only : shape[i] == 1) continue;
     out.shape.push_back(shape[i]);
@@ -137,7 +136,7 @@ inline layout squeeze_layout(const shape_t& shape, const strides_t& strides,
 inline layout unsqueeze_layout(const shape_t& shape, const strides_t& strides, long axis) {
   const int a = normalize_axis(axis, shape.size() + 1, "unsqueeze");
   if (shape.size() >= max_rank)
-    throw shape_error(cat("unsqueeze: a tensor of shape ", shape, " already has rank ", max_rank));
+    raise<shape_error>("unsqueeze: a tensor of shape ", shape, " already has rank ", max_rank);
   layout out{shape, strides, 0};
   const index_t stride =
       a < shape.size() ? checked_mul(strides[a], shape[a], "unsqueeze", "the stride before axis ",
@@ -150,7 +149,7 @@ inline layout unsqueeze_layout(const shape_t& shape, const strides_t& strides, l
 
 inline layout broadcast_layout(const shape_t& shape, const strides_t& strides, const shape_t& to) {
   if (!broadcasts_to(shape, to))
-    throw shape_error(cat("broadcast_to: shape ", shape, " cannot be broadcast to ", to));
+    raise<shape_error>("broadcast_to: shape ", shape, " cannot be broadcast to ", to);
   checked_size(to, "broadcast_to");
   return layout{to, broadcast_strides(shape, strides, to), 0};
 }
@@ -167,10 +166,10 @@ inline shape_t resolve_reshape(const shape_t& from, const shape_t& to) {
   bool zero = false;
   for (int i = 0; i < to.size(); ++i) {
     if (to[i] == -1) {
-      if (infer >= 0) throw shape_error(cat("reshape: ", to, " has more than one -1"));
+      if (infer >= 0) raise<shape_error>("reshape: ", to, " has more than one -1");
       infer = i;
     } else if (to[i] < 0) {
-      throw shape_error(cat("reshape: ", to, " has a negative extent"));
+      raise<shape_error>("reshape: ", to, " has a negative extent");
     } else if (to[i] == 0) {
       zero = true;
     } else {
@@ -180,11 +179,11 @@ inline shape_t resolve_reshape(const shape_t& from, const shape_t& to) {
   if (zero) known = 0;
   if (infer >= 0) {
     if (known == 0 || n % known != 0)
-      throw shape_error(cat("reshape: cannot reshape ", from, " (", n, " elements) into ", to));
+      raise<shape_error>("reshape: cannot reshape ", from, " (", n, " elements) into ", to);
     out[infer] = n / known;
   } else if (known != n) {
-    throw shape_error(cat("reshape: cannot reshape ", from, " (", n, " elements) into ", to, " (",
-                          known, " elements)"));
+    raise<shape_error>("reshape: cannot reshape ", from, " (", n, " elements) into ", to, " (",
+                       known, " elements)");
   }
   return out;
 }
@@ -235,9 +234,9 @@ inline layout reshape_layout(const shape_t& shape, const strides_t& strides, con
   const shape_t target = resolve_reshape(shape, to);
   auto s = reshape_strides(shape, strides, target);
   if (!s)
-    throw shape_error(cat("reshape: a view of shape ", shape, " with strides ", strides,
-                          " cannot be reshaped to ", target,
-                          " without copying; copy it into a tensor first"));
+    raise<shape_error>("reshape: a view of shape ", shape, " with strides ", strides,
+                       " cannot be reshaped to ", target,
+                       " without copying; copy it into a tensor first");
   return layout{target, *s, 0};
 }
 

@@ -129,7 +129,7 @@ class rng {
   tensor<T, Backend> integers(const shape_t& shape, T low, T high) {
     static_assert(std::is_integral_v<T>, "rng::integers: T must be an integer type");
     if (high <= low)
-      throw shape_error(detail::cat("rng::integers: empty range [", low, ", ", high, ")"));
+      detail::raise<shape_error>("rng::integers: empty range [", low, ", ", high, ")");
     const std::uint64_t span = static_cast<std::uint64_t>(high) - static_cast<std::uint64_t>(low);
     return draw<T, Backend>(shape, detail::integer_draw<T>{seed_, counter_, low, span});
   }

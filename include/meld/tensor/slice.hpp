@@ -53,10 +53,10 @@ inline std::string describe(const range& r) {
 }
 
 inline resolved_range resolve(const range& r, index_t n, int axis) {
-  if (r.step == 0) throw shape_error(cat("slice: ", describe(r), " on axis ", axis, " has step 0"));
+  if (r.step == 0) raise<shape_error>("slice: ", describe(r), " on axis ", axis, " has step 0");
   auto fail = [&] {
-    throw shape_error(
-        cat("slice: ", describe(r), " is out of range for axis ", axis, " of extent ", n));
+    raise<shape_error>("slice: ", describe(r), " is out of range for axis ", axis, " of extent ",
+                       n);
   };
   // v + n for a negative v: never overflows (n >= 0); a v below -n is out of range either way.
   auto norm = [&](index_t v) { return v < 0 ? v + n : v; };

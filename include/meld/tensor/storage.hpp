@@ -18,7 +18,7 @@ class storage {
   // n elements on the current device of the backend.
   explicit storage(index_t n) : size_(n), device_(memory<Backend>::current_device()) {
     if (static_cast<std::size_t>(n) > std::numeric_limits<std::size_t>::max() / sizeof(T))
-      throw allocation_error(detail::cat("meld: ", n, " elements do not fit in memory"));
+      detail::raise<allocation_error>("meld: ", n, " elements do not fit in memory");
     data_ = static_cast<T*>(memory<Backend>::allocate(static_cast<std::size_t>(n) * sizeof(T)));
   }
   // The ordering state goes along, so that backends can free after queued work (CUDA).

@@ -167,8 +167,8 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
     try {
       this->storage_ = n ? detail::make_storage<storage_type>(n) : nullptr;
     } catch (const allocation_error& e) {
-      throw allocation_error(
-          detail::cat("tensor<", type_name<T>(), "> of shape ", shape, ": ", e.what()));
+      detail::raise<allocation_error>("tensor<", type_name<T>(), "> of shape ", shape, ": ",
+                                      e.what());
     }
     this->data_ = n ? this->storage_->data() : nullptr;
     this->shape_ = shape;

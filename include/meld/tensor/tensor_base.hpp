@@ -80,8 +80,8 @@ class strided_tensor : public expression_tag {
   // The value of a one-element tensor (any rank); host-accessible backends only.
   value_type item() const {
     if (size() != 1)
-      throw shape_error(
-          detail::cat("item: tensor of shape ", shape_, " has ", size(), " elements, not 1"));
+      detail::raise<shape_error>("item: tensor of shape ", shape_, " has ", size(),
+                                 " elements, not 1");
     return *derived().data();
   }
 
@@ -152,16 +152,16 @@ class strided_tensor : public expression_tag {
   template <class... I>
   index_t offset_of(I... idx) const {
     if (static_cast<int>(sizeof...(I)) != rank())
-      throw index_error(detail::cat("element access: ", sizeof...(I),
-                                    " indices for a tensor of rank ", rank(), " ", shape_));
+      detail::raise<index_error>("element access: ", sizeof...(I), " indices for a tensor of rank ",
+                                 rank(), " ", shape_);
     index_t offset = 0;
     int axis = 0;
     auto add = [&](index_t i) {
       const index_t n = shape_[axis];
       const index_t k = i < 0 ? i + n : i;
       if (k < 0 || k >= n)
-        throw index_error(detail::cat("element access: index ", i, " is out of range for axis ",
-                                      axis, " of shape ", shape_));
+        detail::raise<index_error>("element access: index ", i, " is out of range for axis ", axis,
+                                   " of shape ", shape_);
       offset += k * strides_[axis++];
     };
     (add(static_cast<index_t>(idx)), ...);

@@ -118,8 +118,8 @@ void assign_to_view(const Dst& dst, E&& e, const char* what) {
     if (!u || (u != &any_shape && !(*u == dst.shape()))) {
       const shape_t shape = e.shape();
       if (!broadcasts_to(shape, dst.shape()))
-        throw shape_error(cat(what, ": an expression of shape ", shape,
-                              " cannot be assigned to a tensor of shape ", dst.shape()));
+        raise<shape_error>(what, ": an expression of shape ", shape,
+                           " cannot be assigned to a tensor of shape ", dst.shape());
     }
     assign_checked(dst, e);
   }

@@ -23,9 +23,10 @@ using row_fn = void (*)(void* ctx, char* const* rows, index_t j, index_t n);
 // at most this many elements, each packed into (or unpacked from) a small buffer.
 inline constexpr index_t piece_elems = 512;
 
-// Copies n elements of `elem` bytes between strided locations (strides in bytes).
-inline void copy_elements(char* to, index_t to_stride, const char* from, index_t from_stride,
-                          index_t n, index_t elem) {
+// Copies n elements of `elem` bytes between strided locations (strides in bytes). Called per
+// piece of up to piece_elems elements, so not inlined: one copy of its loops instead of three.
+MELD_ONCE inline void copy_elements(char* to, index_t to_stride, const char* from,
+                                    index_t from_stride, index_t n, index_t elem) {
   auto loop = [&](auto size) {
     for (index_t i = 0; i < n; ++i) std::memcpy(to + i * to_stride, from + i * from_stride, size);
   };
@@ -47,8 +48,10 @@ inline void copy_elements(char* to, index_t to_stride, const char* from, index_t
 // Walks the linear positions [begin, end) of a plan, calling fn on contiguous pieces of rows.
 // Operands contiguous along the row are passed in place (no copies at all when every operand is);
 // a broadcast operand (stride 0) is replicated into a buffer, a strided one is gathered (read) or
-// scattered back after fn (write).
-inline void run_rows(const plan_ref& p, index_t begin, index_t end, row_fn fn, void* ctx) {
+// scattered back after fn (write). Cold (optimized for size, compiled once): its work per row is
+// a few pointer updates around fn and copy_elements, which keep their optimization.
+[[gnu::cold]] MELD_ONCE inline void run_rows(const plan_ref& p, index_t begin, index_t end,
+                                             row_fn fn, void* ctx) {
   if (begin >= end) return;
   const int outer = p.rank - 1;
   const int n = p.operands;

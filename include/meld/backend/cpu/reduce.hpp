@@ -105,8 +105,8 @@ auto reduce(const E& e) {
   const index_t n = shape.product();
   if (n == 0) {
     if constexpr (R::needs_elements) {
-      throw shape_error(cat(R::name, ": the expression of shape ", shape,
-                            " is empty, and an empty ", R::name, " has no value"));
+      raise<shape_error>(R::name, ": the expression of shape ", shape, " is empty, and an empty ",
+                         R::name, " has no value");
     } else if constexpr (is_mean) {
       return std::numeric_limits<Result>::quiet_NaN();
     } else {

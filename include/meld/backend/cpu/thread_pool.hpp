@@ -53,8 +53,8 @@ inline int default_thread_count() {
     char* end = nullptr;
     const long n = std::strtol(env, &end, 10);
     if (end != env && *end == '\0' && n > 0 && n <= 1024) return static_cast<int>(n);
-    throw std::invalid_argument(
-        cat("MELD_NUM_THREADS='", env, "' is not a thread count (an integer 1..1024)"));
+    raise<std::invalid_argument>("MELD_NUM_THREADS='", env,
+                                 "' is not a thread count (an integer 1..1024)");
   }
   return available_cores();
 }
@@ -111,7 +111,7 @@ class thread_pool {
 
   /// Changes the number of threads. Waits for a running loop to finish first.
   void resize(int threads) {
-    if (threads < 1) throw std::invalid_argument(detail::cat("thread_pool: ", threads, " threads"));
+    if (threads < 1) detail::raise<std::invalid_argument>("thread_pool: ", threads, " threads");
     std::lock_guard lock(resize_mutex_);
     while (busy_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
     stop();
@@ -123,14 +123,30 @@ class thread_pool {
   /// Rethrows the first exception a task threw.
   template <class F>
   void parallel_for(index_t tasks, F&& body) {
+    // The body is compiled once, behind a function pointer (also when the loop runs serially),
+    // and the machinery in run() once per program, not once per loop body: a program with one
+    // expression compiles a fraction of the code.
+    run(
+        tasks, [](void* ctx, index_t i) { (*static_cast<std::remove_reference_t<F>*>(ctx))(i); },
+        const_cast<void*>(static_cast<const void*>(&body)));
+  }
+
+  /// True on a thread that is running a task of this or another pool loop.
+  static bool in_task() { return in_task_; }
+
+ private:
+  static constexpr int spin_limit = 4000;  // ~20-50 us of pause: covers back-to-back loops
+
+  // parallel_for of fn(ctx, i).
+  MELD_NOINLINE void run(index_t tasks, void (*fn)(void*, index_t), void* ctx) {
     if (tasks <= 0) return;
     if (tasks == 1 || workers_.empty() || in_task_ ||
         busy_.exchange(true, std::memory_order_acquire)) {
-      for (index_t i = 0; i < tasks; ++i) body(i);
+      for (index_t i = 0; i < tasks; ++i) fn(ctx, i);
       return;
     }
-    job_.fn = [](void* ctx, index_t i) { (*static_cast<std::remove_reference_t<F>*>(ctx))(i); };
-    job_.ctx = const_cast<void*>(static_cast<const void*>(&body));
+    job_.fn = fn;
+    job_.ctx = ctx;
     job_.tasks = tasks;
     job_.next.store(0, std::memory_order_relaxed);
     job_.done.store(0, std::memory_order_relaxed);
@@ -151,12 +167,6 @@ class thread_pool {
     busy_.store(false, std::memory_order_release);
     if (error) std::rethrow_exception(error);
   }
-
-  /// True on a thread that is running a task of this or another pool loop.
-  static bool in_task() { return in_task_; }
-
- private:
-  static constexpr int spin_limit = 4000;  // ~20-50 us of pause: covers back-to-back loops
 
   struct job {
     void (*fn)(void*, index_t) = nullptr;
