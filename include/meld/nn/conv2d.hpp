@@ -47,7 +47,7 @@ class conv2d : public weighted_layer<T, B> {
   using typename base::tensor_type;
 
   /// Columns of at most this many elements are built at a time.
-  static constexpr index_t column_budget = index_t(1) << 20;
+  static constexpr index_t column_budget = index_t(1) << 18;
 
   /// weight {out_channels, in_channels, kh, kw}, bias {out_channels}. Throws std::invalid_argument
   /// for channel counts below 1 and an invalid kernel, stride or padding.
