@@ -4,8 +4,9 @@
 // im2col + one large matrix product: the input windows are laid out as columns (the backend's
 // window operations, backend/window.hpp) and the convolution becomes weight {out, in kh kw} x col
 // {in kh kw, batch oh ow}, computed by meld::matmul; backward is two more products (dW = g col^T
-// and dcol = W^T g) and col2im. The batch is processed in chunks whose columns stay in cache (about
-// 4 MiB of floats), and backward rebuilds the columns instead of keeping them between the passes.
+// and dcol = W^T g) and col2im. The batch is processed in chunks whose columns stay in cache (2^18
+// floats, 1 MiB: still in L2 when the product packs them), and backward rebuilds the columns
+// instead of keeping them between the passes.
 #pragma once
 
 #include <algorithm>
