@@ -12,6 +12,8 @@
 #     LIMIT      training images per run (default 15000)
 #   THREADS="1 2" (the environment) chooses the thread counts; PYTHON the interpreter with torch
 #   (default /usr/bin/python3). Without torch, meld alone is measured and the ratio is skipped.
+#   MELD_EXES="name=path ..." measures several builds of the example instead (e.g. before and
+#   after a change), each interleaved with the others and torch, one table row each.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,13 +22,15 @@ reps=${2:-3}
 limit=${3:-15000}
 threads=${THREADS:-1 2}
 python=${PYTHON:-/usr/bin/python3}
-exe=$build/examples/train_fashion_mnist
+exes=${MELD_EXES:-meld=$build/examples/train_fashion_mnist}
 
-if [[ ! -x $exe ]]; then
-  echo "lenet_vs_torch.sh: $exe is missing; build it with" >&2
-  echo "  cmake --preset release -B $build && cmake --build $build --target train_fashion_mnist" >&2
-  exit 1
-fi
+for e in $exes; do
+  if [[ ! -x ${e#*=} ]]; then
+    echo "lenet_vs_torch.sh: ${e#*=} is missing; build it with" >&2
+    echo "  cmake --preset release -B $build && cmake --build $build --target train_fashion_mnist" >&2
+    exit 1
+  fi
+done
 have_torch=1
 if ! "$python" -c 'import torch' 2>/dev/null; then
   echo "lenet_vs_torch.sh: torch is not importable by $python; measuring meld only" >&2
@@ -37,8 +41,8 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {
   if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2];
   else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-meld_run() {  # threads -> samples/s
-  MELD_NUM_THREADS=$1 "$exe" --model lenet --epochs 1 --limit "$limit" --threads "$1" 2>/dev/null |
+meld_run() {  # executable, threads -> samples/s
+  MELD_NUM_THREADS=$2 "$1" --model lenet --epochs 1 --limit "$limit" --threads "$2" 2>/dev/null |
     sed -n 's/.*samples_per_sec=\([0-9.]*\).*/\1/p'
 }
 torch_run() {
@@ -48,21 +52,28 @@ torch_run() {
 
 echo "LeNet, 1 epoch of $limit images, batch 256; samples/s, $reps interleaved repetitions"
 echo
-echo "| threads | meld (median) | torch (median) | meld / torch | meld runs | torch runs |"
-echo "| --- | --- | --- | --- | --- | --- |"
+echo "| threads | build | meld (median) | torch (median) | meld / torch | meld runs | torch runs |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
 for t in $threads; do
-  m_runs="" t_runs=""
+  declare -A m_runs=()
+  t_runs=""
   for ((r = 0; r < reps; ++r)); do
-    m_runs+="$(meld_run "$t") "
+    for e in $exes; do m_runs[${e%%=*}]+="$(meld_run "${e#*=}" "$t") "; done
     if ((have_torch)); then t_runs+="$(torch_run "$t") "; fi
   done
-  m=$(echo "$m_runs" | median)
-  if ((have_torch)); then
-    p=$(echo "$t_runs" | median)
-    ratio=$(awk -v a="$m" -v b="$p" 'BEGIN { printf "%.2f", a / b }')
-  else
-    p="-" ratio="- (no torch)"
-  fi
-  printf '| %s | %.0f | %s | %s | %s| %s|\n' "$t" "$m" \
-    "$([[ $p == - ]] && echo - || printf '%.0f' "$p")" "$ratio" "$m_runs" "${t_runs:--}"
+  p="-"
+  if ((have_torch)); then p=$(echo "$t_runs" | median); fi
+  for e in $exes; do
+    name=${e%%=*}
+    m=$(echo "${m_runs[$name]}" | median)
+    if ((have_torch)); then
+      ratio=$(awk -v a="$m" -v b="$p" 'BEGIN { printf "%.2f", a / b }')
+      shown_p=$(printf '%.0f' "$p")
+    else
+      ratio="- (no torch)" shown_p="-"
+    fi
+    printf '| %s | %s | %.0f | %s | %s | %s| %s|\n' "$t" "$name" "$m" "$shown_p" "$ratio" \
+      "${m_runs[$name]}" "${t_runs:--}"
+  done
+  unset m_runs
 done
