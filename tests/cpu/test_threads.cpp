@@ -127,6 +127,31 @@ TEST_CASE("large destinations (streaming stores) get every element right", "[cpu
   }
 }
 
+// Freed blocks of 4 MiB and more are kept for the next tensor of the same size (memory.hpp):
+// the same memory comes back, a different size gets its own, and release() empties the cache.
+TEST_CASE("large host blocks are reused by the next tensor of their size", "[cpu]") {
+  auto& cache = meld::detail::large_block_cache::global();
+  cache.release();
+  const index_t n = (index_t(4) << 20) / index_t(sizeof(float)) + 3;
+  const float* first = nullptr;
+  {
+    tensor<float> a({n}, meld::uninitialized);
+    first = a.data();
+  }
+  if (MELD_ASAN_BUILD) {  // nothing is cached there, so that a use after free is detected
+    CHECK(cache.cached_bytes() == 0);
+    return;
+  }
+  CHECK(cache.cached_bytes() >= std::size_t(n) * sizeof(float));
+  tensor<float> other({2 * n}, meld::uninitialized);
+  CHECK(other.data() != first);
+  tensor<float> again({n});  // zero-initialized on reuse too
+  CHECK(again.data() == first);
+  CHECK(meld::sum(again) == 0.f);
+  CHECK(cache.cached_bytes() == 0);
+  cache.release();
+}
+
 TEST_CASE("multi-dimensional work splits across threads", "[cpu]") {
   thread_count_guard guard;
   auto m = test::random_tensor<float>({301, 517}, 1);

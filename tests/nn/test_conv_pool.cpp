@@ -85,7 +85,7 @@ BACKEND_TEST_CASE("conv2d matches a naive convolution", "[nn]") {
 }
 
 BACKEND_TEST_CASE("conv2d in float over a batch spanning several column chunks", "[nn]") {
-  // 8 x 3 x 3 x 24 x 24 = 41,472 column elements per sample: 25 samples per chunk, 60 in 3 chunks.
+  // 8 x 3 x 3 x 24 x 24 = 41,472 column elements per sample: 6 samples per chunk, 60 in 10 chunks.
   nn::conv2d<float, B> conv(8, 6, 3, {.padding = 1, .seed = 3});
   const auto hb = test::random_tensor<float>({6}, 4);
   conv.bias() = test::on<B>(hb);

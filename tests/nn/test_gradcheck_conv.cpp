@@ -26,8 +26,9 @@ TEST_CASE("conv2d: gradients match finite differences (stride, padding, rectangl
 }
 
 TEST_CASE("conv2d: gradients when the batch is split into several column chunks", "[nn]") {
-  // 4 channels x 3 x 3 x 30 x 30 columns per sample: ~32k elements, so 33 samples span two
-  // chunks of the column budget. Checked on a few input and weight elements only.
+  // 4 channels x 3 x 3 x 30 x 30 columns per sample: ~32k elements, so 33 samples span five
+  // chunks of the column budget (8 samples each, the last 1). Checked on a few input and weight
+  // elements only.
   nn::conv2d<double> conv(4, 2, 3, {.padding = 1});
   auto x = test::random_tensor<double>({33, 4, 30, 30}, 5);
   const tensor<double> y = conv.forward(x);

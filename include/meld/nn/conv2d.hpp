@@ -4,8 +4,9 @@
 // im2col + one large matrix product: the input windows are laid out as columns (the backend's
 // window operations, backend/window.hpp) and the convolution becomes weight {out, in kh kw} x col
 // {in kh kw, batch oh ow}, computed by meld::matmul; backward is two more products (dW = g col^T
-// and dcol = W^T g) and col2im. The batch is processed in chunks whose columns stay in cache (about
-// 4 MiB of floats), and backward rebuilds the columns instead of keeping them between the passes.
+// and dcol = W^T g) and col2im. The batch is processed in chunks whose columns stay in cache (2^18
+// floats, 1 MiB: still in L2 when the product packs them), and backward rebuilds the columns
+// instead of keeping them between the passes.
 #pragma once
 
 #include <algorithm>
@@ -47,7 +48,7 @@ class conv2d : public weighted_layer<T, B> {
   using typename base::tensor_type;
 
   /// Columns of at most this many elements are built at a time.
-  static constexpr index_t column_budget = index_t(1) << 20;
+  static constexpr index_t column_budget = index_t(1) << 18;
 
   /// weight {out_channels, in_channels, kh, kw}, bias {out_channels}. Throws std::invalid_argument
   /// for channel counts below 1 and an invalid kernel, stride or padding.

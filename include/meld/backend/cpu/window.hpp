@@ -33,6 +33,38 @@ void parallel_items(index_t count, index_t work, F&& body) {
   });
 }
 
+// Copies n elements (a window row: a few to a few dozen) without the library call that std::copy
+// becomes (memmove's call and dispatch cost as much as copying 9 floats).
+// (A loop of unknown trip count is what the compiler turns into that call; fixed-size blocks
+// become vector moves. A row of n >= b elements is copied as blocks of b, the last one
+// overlapping the one before where b does not divide n.)
+template <index_t Block, class T>
+MELD_INLINE void copy_block(const T* __restrict from, T* __restrict to) {
+  for (index_t j = 0; j < Block; ++j) to[j] = from[j];
+}
+template <class T>
+inline void copy_row(const T* __restrict from, index_t n, T* __restrict to) {
+  constexpr index_t block = 64 / sizeof(T);
+  if (n >= block) {
+    index_t i = 0;
+    for (; i + block <= n; i += block) copy_block<block>(from + i, to + i);
+    if (i < n) copy_block<block>(from + n - block, to + n - block);
+  } else if (n >= block / 2) {
+    copy_block<block / 2>(from, to);
+    copy_block<block / 2>(from + n - block / 2, to + n - block / 2);
+  } else if (n >= block / 4) {
+    copy_block<block / 4>(from, to);
+    copy_block<block / 4>(from + n - block / 4, to + n - block / 4);
+  } else {
+    for (index_t i = 0; i < n; ++i) to[i] = from[i];
+  }
+}
+// Zeros n elements (where windows reach the padding).
+template <class T>
+inline void zero_row(T* to, index_t n) {
+  for (index_t i = 0; i < n; ++i) to[i] = T(0);
+}
+
 // im2col: from `batch` samples of x (contiguous {batch, channels, h, w}), the matrix
 // col {channels kh kw, batch out_h out_w} (row-major, zero where a window reaches the padding).
 // A convolution is then weight {out, channels kh kw} x col.
@@ -49,17 +81,17 @@ void im2col(const T* x, index_t batch, const planes& p, const window2d& g, T* co
       for (index_t oh = 0; oh < p.out_h; ++oh, out += p.out_w) {
         const index_t ih = oh * g.stride.h + kh - g.padding.h;
         if (ih < 0 || ih >= p.h) {
-          std::fill(out, out + p.out_w, T(0));
+          zero_row(out, p.out_w);
           continue;
         }
         // Input index of output column ow: base + ow * stride (in the plane for ow in [ow0, ow1)).
         const index_t base = ih * p.w + kw - g.padding.w;
-        std::fill(out, out + ow0, T(0));
+        zero_row(out, ow0);
         if (g.stride.w == 1)
-          std::copy(plane + base + ow0, plane + base + ow1, out + ow0);
+          copy_row(plane + base + ow0, ow1 - ow0, out + ow0);
         else
           for (index_t ow = ow0; ow < ow1; ++ow) out[ow] = plane[base + ow * g.stride.w];
-        std::fill(out + ow1, out + p.out_w, T(0));
+        zero_row(out + ow1, p.out_w - ow1);
       }
     }
   });
@@ -136,11 +168,32 @@ void max_unpool_add(const T* g, const std::int32_t* argmax, index_t count, const
   });
 }
 
+// Whether g is a 2x2 window with stride 2 and no padding (LeNet's pooling): then each input
+// position is in at most one window, and the loops below have a straight form.
+inline bool is_pool_2x2(const window2d& g) {
+  return g.kernel.h == 2 && g.kernel.w == 2 && g.stride.h == 2 && g.stride.w == 2 &&
+         g.padding.h == 0 && g.padding.w == 0;
+}
+
 // Average pooling of every plane (zero padding counts: divides by the full kernel size).
 template <class T>
 void avg_pool_planes(const T* x, index_t count, const planes& p, const window2d& g, T* y) {
   const index_t l = p.out_h * p.out_w;
   const T scale = T(1) / static_cast<T>(g.kernel.h * g.kernel.w);
+  if (is_pool_2x2(g)) {
+    // The general loop's operations in its order (0 + the row above's pair, then the row
+    // below's), so that the result is the same to the bit, in one pass over each output row.
+    parallel_items(count, count * l * 4, [&](index_t i) {
+      for (index_t oh = 0; oh < p.out_h; ++oh) {
+        const T* __restrict r0 = x + i * p.h * p.w + 2 * oh * p.w;
+        const T* __restrict r1 = r0 + p.w;
+        T* __restrict out = y + i * l + oh * p.out_w;
+        for (index_t ow = 0; ow < p.out_w; ++ow)
+          out[ow] = (((T(0) + r0[2 * ow]) + r0[2 * ow + 1]) + r1[2 * ow] + r1[2 * ow + 1]) * scale;
+      }
+    });
+    return;
+  }
   parallel_items(count, count * l * g.kernel.h * g.kernel.w, [&](index_t i) {
     const T* __restrict plane = x + i * p.h * p.w;
     for (index_t oh = 0; oh < p.out_h; ++oh) {
@@ -166,6 +219,23 @@ template <class T>
 void avg_unpool_add(const T* g, index_t count, const planes& p, const window2d& win, T* dx) {
   const index_t l = p.out_h * p.out_w;
   const T scale = T(1) / static_cast<T>(win.kernel.h * win.kernel.w);
+  if (is_pool_2x2(win)) {  // each input position receives one gradient at most
+    parallel_items(count, count * l * 4, [&](index_t i) {
+      for (index_t oh = 0; oh < p.out_h; ++oh) {
+        const T* __restrict grad = g + i * l + oh * p.out_w;
+        T* __restrict r0 = dx + i * p.h * p.w + 2 * oh * p.w;
+        T* __restrict r1 = r0 + p.w;
+        for (index_t ow = 0; ow < p.out_w; ++ow) {
+          const T v = grad[ow] * scale;
+          r0[2 * ow] += v;
+          r0[2 * ow + 1] += v;
+          r1[2 * ow] += v;
+          r1[2 * ow + 1] += v;
+        }
+      }
+    });
+    return;
+  }
   parallel_items(count, count * l * win.kernel.h * win.kernel.w, [&](index_t i) {
     T* __restrict plane = dx + i * p.h * p.w;
     for (index_t oh = 0; oh < p.out_h; ++oh) {
