@@ -74,7 +74,7 @@ class large_block_cache {
   }
 
   /// Keeps a freed block of `rounded` bytes, freeing older ones beyond the capacity.
-  void give(void* p, std::size_t rounded) noexcept {
+  void give(void* p, [[maybe_unused]] std::size_t rounded) noexcept {
 #if MELD_ASAN_BUILD
     std::free(p);
 #else
