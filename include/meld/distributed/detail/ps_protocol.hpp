@@ -1,0 +1,214 @@
+// What a param_server's workers and servers agree on: where each key's value lives (its layout
+// over the servers), the messages they exchange, and the MPI plumbing both sides use (duplicated
+// communicators, serialized calls below MPI_THREAD_MULTIPLE, polling against a deadline).
+//
+// Messages are one MPI message each, a header followed by a payload: requests travel from
+// workers to servers on one communicator (one tag), replies from servers to workers on another,
+// tagged by the request's number, so a worker's receives never meet a server thread's probes
+// in the same process (a rank may be both).
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../../core/config.hpp"
+#include "../../core/error.hpp"
+#include "../comm_error.hpp"
+#include "../mpi_session.hpp"
+#include "mpi_endpoint.hpp"
+
+namespace meld {
+
+/// How a param_server's servers order updates and reads.
+struct ps_mode {
+  /// sync: a round's update is applied once every worker's push of that round has arrived, and a
+  /// pull waits for the rounds this worker pushed (the result of an allreduce);
+  /// async: each push is applied as it arrives and pulls are answered at once;
+  /// stale: updates as in sync, but a worker's pull waits only until the round `staleness` behind
+  /// its own is applied, so it runs at most `staleness` rounds ahead of the slowest (0 is sync).
+  enum class kind { sync, async, stale };
+  kind mode = kind::sync;
+  int staleness = 0;  ///< for stale: how many rounds a worker may run ahead of the slowest
+
+  /// "sync", "async" or "stale:S" (S >= 0); throws std::invalid_argument naming the text.
+  static ps_mode parse(std::string_view text) {
+    if (text == "sync") return {};
+    if (text == "async") return {kind::async, 0};
+    if (text.substr(0, 6) == "stale:" && text.size() > 6 &&
+        text.find_first_not_of("0123456789", 6) == std::string_view::npos && text.size() < 15)
+      return {kind::stale, std::stoi(std::string(text.substr(6)))};
+    throw std::invalid_argument(
+        detail::cat("ps_mode: '", text, "' is not sync, async or stale:S (S a whole number)"));
+  }
+  /// The text parse() reads.
+  std::string str() const {
+    return mode == kind::sync    ? "sync"
+           : mode == kind::async ? "async"
+                                 : detail::cat("stale:", staleness);
+  }
+  /// Rounds a pull may lag behind the worker's own pushes (sync: 0).
+  int lag() const { return mode == kind::stale ? staleness : 0; }
+};
+
+namespace detail::ps {
+
+using clock = std::chrono::steady_clock;
+
+enum class op : std::int32_t {
+  init = 1,
+  push,
+  push_rows,
+  pull,
+  pull_rows,
+  checkpoint,
+  done,
+  reply
+};
+
+// status of a reply: 0 ok, else 1 + comm_error::reason, the message text as payload.
+struct header {
+  op kind = op::reply;
+  std::int32_t key = 0;
+  std::int32_t worker = 0;  // the worker's index
+  std::int32_t status = 0;
+  std::int32_t home = 0;  // init: the layout's home server (-1: sliced)
+  std::int32_t reserved = 0;
+  std::uint64_t clock = 0;    // push: the round (1, 2, ...); pull: rounds this worker pushed
+  std::uint64_t request = 0;  // what the reply is tagged with
+  std::int64_t rows_total = 0, cols = 0;
+  std::int64_t row_begin = 0, rows = 0;  // the slice, or (sparse) how many row indices follow
+};
+
+inline constexpr int request_tag = 1;
+inline int reply_tag(std::uint64_t request) {
+  return 1 + static_cast<int>(request % 30000);
+}
+
+// Where a key's value lives: a value of rows x cols (cols = 1 for a flat one) stays whole on
+// server `key mod S` (so that the keys spread over the servers), unless it has at least
+// `slice_elements` elements: then server s keeps rows [rows s / S, rows (s + 1) / S).
+struct layout {
+  index_t rows = 0, cols = 1;
+  int servers = 1;
+  int home = 0;  // -1: sliced over every server
+  index_t begin(int s) const {
+    if (home < 0) return rows * s / servers;
+    return s <= home ? 0 : rows;
+  }
+  index_t end(int s) const {
+    if (home < 0) return rows * (s + 1) / servers;
+    return s < home ? 0 : rows;
+  }
+  index_t elements() const { return rows * cols; }
+  // The server keeping row r.
+  int server_of(index_t r) const {
+    if (home >= 0) return home;
+    int s = static_cast<int>(r * servers / rows);  // then correct the rounding
+    while (s > 0 && begin(s) > r) --s;
+    while (s + 1 < servers && end(s) <= r) ++s;
+    return s;
+  }
+};
+
+inline layout make_layout(int key, index_t rows, index_t cols, int servers,
+                          index_t slice_elements) {
+  layout l;
+  l.rows = rows;
+  l.cols = cols;
+  l.servers = servers;
+  l.home = (servers > 1 && rows * cols >= slice_elements) ? -1 : key % servers;
+  return l;
+}
+
+// A message: header and payload in one buffer.
+class message {
+ public:
+  message() = default;
+  explicit message(const header& h, std::size_t payload_bytes = 0)
+      : bytes_(sizeof(header) + payload_bytes) {
+    std::memcpy(bytes_.data(), &h, sizeof(header));
+  }
+  header head() const {
+    header h;
+    std::memcpy(&h, bytes_.data(), sizeof(header));
+    return h;
+  }
+  std::byte* payload() { return bytes_.data() + sizeof(header); }
+  const std::byte* payload() const { return bytes_.data() + sizeof(header); }
+  std::size_t payload_bytes() const { return bytes_.size() - sizeof(header); }
+  std::vector<std::byte>& bytes() { return bytes_; }
+  int count() const {
+    if (bytes_.size() > static_cast<std::size_t>(INT_MAX))
+      throw std::length_error(cat("param_server: a message of ", bytes_.size(),
+                                  " bytes exceeds MPI's int count; use smaller keys"));
+    return static_cast<int>(bytes_.size());
+  }
+
+ private:
+  std::vector<std::byte> bytes_;
+};
+
+inline message error_reply(const header& req, comm_error::reason why, const std::string& text) {
+  header h;
+  h.kind = op::reply;
+  h.key = req.key;
+  h.request = req.request;
+  h.status = 1 + static_cast<int>(why);
+  message m(h, text.size());
+  std::memcpy(m.payload(), text.data(), text.size());
+  return m;
+}
+
+// MPI calls of this process, serialized below MPI_THREAD_MULTIPLE (a rank may run a server
+// thread beside its worker).
+class mpi_calls {
+ public:
+  mpi_calls() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized)
+      throw std::logic_error("param_server: MPI is not initialized (use meld::mpi_session)");
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_SERIALIZED)
+      throw std::logic_error(
+          "param_server: MPI was initialized below MPI_THREAD_SERIALIZED; servers answer on a "
+          "thread of their own (use meld::mpi_session or MPI_THREAD_MULTIPLE)");
+    serialize_ = provided < MPI_THREAD_MULTIPLE;
+  }
+  std::unique_lock<std::recursive_mutex> lock() const {
+    return serialize_ ? std::unique_lock<std::recursive_mutex>(dist::mpi_mutex())
+                      : std::unique_lock<std::recursive_mutex>();
+  }
+
+ private:
+  bool serialize_ = false;
+};
+
+inline std::string mpi_error_text(int rc) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  return std::string(text, static_cast<std::size_t>(len));
+}
+
+// Sends one message without waiting; the buffer lives until the send completes.
+struct pending_send {
+  MPI_Request request = MPI_REQUEST_NULL;
+  message msg;
+};
+
+}  // namespace detail::ps
+}  // namespace meld

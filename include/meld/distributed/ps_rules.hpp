@@ -1,0 +1,98 @@
+// The update rules a param_server applies on its servers: what a server does with the
+// aggregated pushes of a round (or with one push, asynchronously) to its shard of a value, with
+// the state the rule keeps there (momentum, Adam's moments), sized by the shard.
+//
+//   meld::param_server<float> ps(MPI_COMM_WORLD, options, meld::ps_sgd<float>(0.1f, 0.9f));
+//
+// A rule is called once per contiguous run of the shard that a round touched (the whole shard
+// for dense pushes; runs of rows for sparse ones), with the element offset of the run in the
+// value, so that a rule can tell where it is. State lives beside the value: `state_slots` arrays
+// of the shard's size, zero at first, saved with the shard in checkpoints.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "../core/config.hpp"
+
+namespace meld {
+
+/// One call of an update rule: the aggregated push for a run of a server's shard and the value
+/// and state of that run.
+template <class T>
+struct ps_update {
+  int key = 0;              ///< the key
+  index_t offset = 0;       ///< element offset of the run in the key's value
+  std::span<const T> grad;  ///< the aggregated push (the sum of `contributions` pushes)
+  std::span<T> value;       ///< the stored value of the run, updated in place
+  int workers = 1;          ///< how many workers push this key each round
+  int contributions = 1;    ///< how many pushes `grad` sums (workers when synchronous, else 1)
+  std::uint64_t step = 0;   ///< updates applied to this key before this one (1-based after it)
+  T* state_data = nullptr;  ///< slot s of element i of the run: state_data[s * state_stride + i]
+  index_t state_stride = 0;
+
+  /// State array `slot` (of the rule's state_slots) for this run.
+  std::span<T> state(int slot) const {
+    return {state_data + static_cast<index_t>(slot) * state_stride, value.size()};
+  }
+};
+
+/// An update rule: the function a server applies, and how many state arrays (of the shard's
+/// size) it keeps per key. The default stores the aggregated push (value = sum of the pushes).
+template <class T>
+struct ps_rule {
+  /// Applies one update (see ps_update).
+  std::function<void(const ps_update<T>&)> apply;
+  /// State arrays per element the rule needs (momentum 1, Adam 2).
+  int state_slots = 0;
+};
+
+/// value = the aggregated push (the sum of the round's pushes; the last push when asynchronous).
+template <class T>
+ps_rule<T> ps_assign() {
+  return {[](const ps_update<T>& u) {
+            for (std::size_t i = 0; i < u.value.size(); ++i) u.value[i] = u.grad[i];
+          },
+          0};
+}
+
+/// Stochastic gradient descent on the mean gradient over the workers: g = push / workers
+/// (a round's synchronous sum, or one worker's push applied at 1/workers of the step, so that a
+/// round of asynchronous pushes moves the value as far as one synchronous update), with
+/// momentum (v = momentum v + g; value -= lr v) and L2 weight decay (g += decay value).
+template <class T>
+ps_rule<T> ps_sgd(T lr, T momentum = T(0), T weight_decay = T(0)) {
+  return {[=](const ps_update<T>& u) {
+            const T scale = T(1) / static_cast<T>(u.workers);
+            const std::span<T> v = momentum != T(0) ? u.state(0) : std::span<T>();
+            for (std::size_t i = 0; i < u.value.size(); ++i) {
+              T g = u.grad[i] * scale + weight_decay * u.value[i];
+              if (momentum != T(0)) g = v[i] = momentum * v[i] + g;
+              u.value[i] -= lr * g;
+            }
+          },
+          momentum != T(0) ? 1 : 0};
+}
+
+/// Adam on the mean gradient over the workers (g = push / workers), its two moments kept on the
+/// server, bias-corrected by the key's update count.
+template <class T>
+ps_rule<T> ps_adam(T lr, T beta1 = T(0.9), T beta2 = T(0.999), T eps = T(1e-8)) {
+  return {[=](const ps_update<T>& u) {
+            const T scale = T(1) / static_cast<T>(u.workers);
+            const std::span<T> m = u.state(0), v = u.state(1);
+            const auto t = static_cast<T>(u.step + 1);
+            const T c1 = T(1) - std::pow(beta1, t), c2 = T(1) - std::pow(beta2, t);
+            for (std::size_t i = 0; i < u.value.size(); ++i) {
+              const T g = u.grad[i] * scale;
+              m[i] = beta1 * m[i] + (T(1) - beta1) * g;
+              v[i] = beta2 * v[i] + (T(1) - beta2) * g * g;
+              u.value[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + eps);
+            }
+          },
+          2};
+}
+
+}  // namespace meld

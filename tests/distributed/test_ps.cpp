@@ -1,0 +1,435 @@
+// param_server under mpirun (3 and 4 processes): server and worker roles, the three consistency
+// modes against serial references, sliced and whole keys, sparse rows, the update rule's state on
+// the servers, checkpoints, data_parallel's result in sync mode, bad input, and workers or
+// servers that stall (an error naming them within the timeout, never a hang).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <meld/distributed/data_parallel.hpp>
+#include <meld/distributed/mpi_comm.hpp>
+#include <meld/distributed/param_server.hpp>
+
+#include "catch.hpp"
+#include "toy_models.hpp"
+
+namespace {
+
+using meld::index_t;
+using namespace std::chrono_literals;
+using clk = std::chrono::steady_clock;
+
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// The workers' own communicator (MPI_COMM_NULL on server-only ranks), for the tests' checks.
+struct workers_comm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  explicit workers_comm(bool worker) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_split(MPI_COMM_WORLD, worker ? 0 : MPI_UNDEFINED, rank, &comm);
+  }
+  ~workers_comm() {
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  }
+  void barrier() const { MPI_Barrier(comm); }
+};
+
+meld::ps_options options(int servers, bool colocated, const char* mode,
+                         std::chrono::milliseconds timeout = 10s) {
+  meld::ps_options o;
+  o.servers = servers;
+  o.colocated = colocated;
+  o.mode = meld::ps_mode::parse(mode);
+  o.timeout = timeout;
+  o.slice_elements = 64;  // the big keys of these tests are sliced over every server
+  return o;
+}
+
+// value += the aggregated push: what every mode must end with is then an exact sum.
+meld::ps_rule<double> accumulate() {
+  return {[](const meld::ps_update<double>& u) {
+            for (std::size_t i = 0; i < u.value.size(); ++i) u.value[i] += u.grad[i];
+          },
+          0};
+}
+
+// Worker w's push of round r, element i: small whole numbers (sums are exact in any order).
+double push_value(int w, std::uint64_t r, std::size_t i) {
+  return static_cast<double>((static_cast<std::size_t>(w) * 7 + r * 3 + i) % 11);
+}
+
+}  // namespace
+
+TEST_CASE("ps_mode parses and names the modes", "[ps]") {
+  REQUIRE(meld::ps_mode::parse("sync").mode == meld::ps_mode::kind::sync);
+  REQUIRE(meld::ps_mode::parse("async").mode == meld::ps_mode::kind::async);
+  REQUIRE(meld::ps_mode::parse("stale:3").staleness == 3);
+  REQUIRE(meld::ps_mode::parse("stale:3").str() == "stale:3");
+  REQUIRE(meld::ps_mode::parse("stale:0").lag() == 0);
+  for (const char* bad : {"", "stale", "stale:", "stale:-1", "stale:x", "asynch"})
+    REQUIRE_THROWS_WITH(meld::ps_mode::parse(bad), Catch::Matchers::Contains("is not sync"));
+}
+
+TEST_CASE("param_server: roles and bad input", "[ps]") {
+  const int n = world_size();
+  REQUIRE_THROWS_AS(meld::param_server<double>(MPI_COMM_WORLD, options(n, false, "sync")),
+                    std::invalid_argument);
+  REQUIRE_THROWS_AS(meld::param_server<double>(MPI_COMM_WORLD, options(0, true, "sync")),
+                    std::invalid_argument);
+  meld::param_server<double> ps(MPI_COMM_WORLD, options(1, false, "sync"));
+  REQUIRE(ps.servers() == 1);
+  REQUIRE(ps.workers() == n - 1);
+  REQUIRE(ps.is_server() == (ps.rank() == 0));
+  REQUIRE(ps.is_worker() == (ps.rank() > 0));
+  if (!ps.is_worker()) {
+    std::vector<double> v(4);
+    REQUIRE_THROWS_WITH(ps.init(0, v), Catch::Matchers::Contains("is a server only"));
+    ps.serve();
+    return;
+  }
+  REQUIRE(ps.worker_index() == ps.rank() - 1);
+  REQUIRE_THROWS_AS(ps.serve(), std::logic_error);
+  std::vector<double> v(12, 1.0), small(5);
+  REQUIRE_THROWS_WITH(ps.push(3, v), Catch::Matchers::Contains("unknown key 3"));
+  REQUIRE_THROWS_WITH(ps.init(-1, v), Catch::Matchers::Contains("key -1 < 0"));
+  REQUIRE_THROWS_AS(ps.init(0, v, 5), meld::shape_error);
+  ps.init(0, v, 4).wait();
+  REQUIRE_THROWS_WITH(ps.init(0, v), Catch::Matchers::Contains("key 0 exists"));
+  REQUIRE_THROWS_WITH(ps.push(0, small),
+                      Catch::Matchers::Contains("key 0 holds 12 elements, the buffer has 5"));
+  const std::vector<index_t> rows = {0, 3};
+  std::vector<double> two(8);
+  REQUIRE_THROWS_WITH(ps.pull_rows(0, std::vector<index_t>{0, 3}, two),
+                      Catch::Matchers::Contains("row 3 of key 0 is outside 0 .. 2"));
+  REQUIRE_THROWS_AS(ps.pull_rows(0, std::vector<index_t>{0}, two), meld::shape_error);
+  ps.close();
+  REQUIRE_THROWS_WITH(ps.pull(0, v), Catch::Matchers::Contains("has closed"));
+}
+
+TEST_CASE("param_server: every mode applies every push; sync and stale bound what pulls see",
+          "[ps]") {
+  const int n = world_size();
+  for (const char* mode : {"sync", "stale:0", "stale:2", "async"}) {
+    for (int servers : {1, 2}) {
+      const bool colocated = servers == 2;  // ranks 0, 1 serve and work: every rank a worker
+      INFO("mode " << mode << ", " << servers << " servers" << (colocated ? ", colocated" : ""));
+      meld::param_server<double> ps(MPI_COMM_WORLD, options(servers, colocated, mode),
+                                    accumulate());
+      workers_comm wc(ps.is_worker());
+      if (!ps.is_worker()) {
+        ps.serve();
+        continue;
+      }
+      const int W = ps.workers(), w = ps.worker_index();
+      REQUIRE(W == (colocated ? n : n - 1));
+      // Key 0 (300 elements) is sliced over the servers; key 1 (one element, whole) counts the
+      // rounds applied: every worker pushes 1 per round.
+      const std::size_t big = 300;
+      std::vector<double> a(big, 1.0), out_a(big), out_b(1);
+      ps.init(0, a).wait();
+      ps.init(1, std::vector<double>{0.0}).wait();
+      const meld::ps_mode m = meld::ps_mode::parse(mode);
+      const auto lag = static_cast<std::uint64_t>(m.lag());
+      const bool async = m.mode == meld::ps_mode::kind::async;
+      const std::uint64_t rounds = 12;
+      bool behind = false;
+      for (std::uint64_t r = 1; r <= rounds; ++r) {
+        if (w == 0) std::this_thread::sleep_for(4ms);  // the slow worker
+        std::vector<double> g(big);
+        for (std::size_t i = 0; i < big; ++i) g[i] = push_value(w, r, i);
+        auto p0 = ps.push(0, g);
+        auto p1 = ps.push(1, std::vector<double>{1.0});
+        ps.pull(1, out_b).wait();
+        ps.pull(0, out_a).wait();
+        const double seen = out_b[0];
+        if (async) {
+          REQUIRE(seen >= static_cast<double>(r));  // its own pushes at least
+          REQUIRE(seen <= static_cast<double>(W * rounds));
+          continue;
+        }
+        // Whole rounds of every worker, at most `lag` behind this worker's own.
+        const auto applied = static_cast<std::uint64_t>(seen) / static_cast<std::uint64_t>(W);
+        REQUIRE(seen == static_cast<double>(applied * static_cast<std::uint64_t>(W)));
+        REQUIRE(applied + lag >= r);
+        REQUIRE(applied <= std::min(rounds, r + lag));
+        if (lag == 0) REQUIRE(applied == r);
+        if (applied < r) behind = true;
+        // Key 0 holds the same rounds as key 1 at most `lag` apart (its pull came after).
+        double at_applied = 1.0;
+        for (std::uint64_t k = 1; k <= applied; ++k)
+          for (int v = 0; v < W; ++v) at_applied += push_value(v, k, 7);
+        if (lag == 0) REQUIRE(out_a[7] == at_applied);
+      }
+      // Every push is applied in the end: pull until the servers have taken them all.
+      double want_b = static_cast<double>(W * rounds);
+      std::vector<double> want_a(big, 1.0);
+      for (std::uint64_t r = 1; r <= rounds; ++r)
+        for (int v = 0; v < W; ++v)
+          for (std::size_t i = 0; i < big; ++i) want_a[i] += push_value(v, r, i);
+      const auto deadline = clk::now() + 5s;
+      do {
+        ps.pull(1, out_b).wait();
+        ps.pull(0, out_a).wait();
+      } while ((out_b[0] != want_b || out_a != want_a) && clk::now() < deadline &&
+               (std::this_thread::sleep_for(1ms), true));
+      REQUIRE(out_b[0] == want_b);
+      REQUIRE(out_a == want_a);
+      if (lag > 0) {
+        // Some fast worker ran ahead of the slow one: a pull saw fewer rounds than its own.
+        int any = behind ? 1 : 0, sum = 0;
+        MPI_Allreduce(&any, &sum, 1, MPI_INT, MPI_SUM, wc.comm);
+        REQUIRE(sum > 0);
+      }
+      ps.close();
+    }
+  }
+}
+
+TEST_CASE("param_server: sparse rows of a sliced table", "[ps]") {
+  meld::param_server<double> ps(MPI_COMM_WORLD, options(2, true, "sync"), accumulate());
+  const int W = ps.workers(), w = ps.worker_index();
+  const index_t rows = 40, cols = 3;
+  std::vector<double> table(static_cast<std::size_t>(rows * cols));
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<double>(i);
+  ps.init(7, table, cols).wait();
+  auto rows_of = [&](int v, std::uint64_t r) {  // with a repeat: a row given twice adds twice
+    std::vector<index_t> ids;
+    for (index_t k = 0; k < 6; ++k)
+      ids.push_back((v * 5 + static_cast<index_t>(r) * 11 + k * 7) % rows);
+    ids.push_back(ids.front());
+    return ids;
+  };
+  std::vector<double> reference = table;
+  for (std::uint64_t r = 1; r <= 5; ++r) {
+    for (int v = 0; v < W; ++v) {
+      const auto ids = rows_of(v, r);
+      for (std::size_t k = 0; k < ids.size(); ++k)
+        for (index_t c = 0; c < cols; ++c)
+          reference[static_cast<std::size_t>(ids[k] * cols + c)] +=
+              push_value(v, r, k * 3 + static_cast<std::size_t>(c));
+    }
+    const auto ids = rows_of(w, r);
+    std::vector<double> vals(ids.size() * static_cast<std::size_t>(cols));
+    for (std::size_t k = 0; k < ids.size(); ++k)
+      for (index_t c = 0; c < cols; ++c)
+        vals[k * static_cast<std::size_t>(cols) + static_cast<std::size_t>(c)] =
+            push_value(w, r, k * 3 + static_cast<std::size_t>(c));
+    ps.push_rows(7, ids, vals).wait();
+    // Pull some rows on both servers, in an order of their own, one of them twice.
+    const std::vector<index_t> want = {39, 0, 21, 19, 20, 0};
+    std::vector<double> got(want.size() * static_cast<std::size_t>(cols));
+    ps.pull_rows(7, want, got).wait();
+    for (std::size_t k = 0; k < want.size(); ++k)
+      for (index_t c = 0; c < cols; ++c)
+        REQUIRE(got[k * static_cast<std::size_t>(cols) + static_cast<std::size_t>(c)] ==
+                reference[static_cast<std::size_t>(want[k] * cols + c)]);
+  }
+  std::vector<double> whole(table.size());
+  ps.pull(7, whole).wait();
+  REQUIRE(whole == reference);
+  ps.close();
+}
+
+TEST_CASE("param_server: sync SGD equals data_parallel's allreduce training", "[ps]") {
+  // The same MLP trained on the same batches: data_parallel<mpi_comm> over the workers, and
+  // the workers pushing their shard's gradients to servers that run SGD with momentum.
+  meld::ps_options o = options(2, false, "sync");
+  o.slice_elements = 100;  // the first layer's weight is sliced, the rest whole
+  const float lr = 0.1f, momentum = 0.9f;
+  meld::param_server<float> ps(MPI_COMM_WORLD, o, meld::ps_sgd<float>(lr, momentum));
+  workers_comm wc(ps.is_worker());
+  if (!ps.is_worker()) {
+    ps.serve();
+    return;
+  }
+  const int W = ps.workers(), w = ps.worker_index();
+  const index_t batch = 24 * W;
+  const meld::tensor<float> target = meld::uniform<float>({8, 3}, -1.f, 1.f, 5);
+  auto batch_at = [&](int s) {
+    meld::tensor<float> x =
+        meld::uniform<float>({batch, 8}, -1.f, 1.f, 50 + static_cast<std::uint64_t>(s));
+    return std::pair(x, meld::tensor<float>(meld::matmul(x, target)));
+  };
+  const int steps = 6;
+
+  // Reference: data_parallel over the workers' communicator, momentum SGD by hand.
+  toy::mlp<float> ref({8, 16, 3}, 1);
+  std::vector<meld::tensor<float>> velocity;
+  ref.visit_parameters([&](std::string_view, auto& p, auto&) {
+    velocity.emplace_back(meld::tensor<float>(p.shape()));
+  });
+  {
+    meld::mpi_comm comm(wc.comm);
+    meld::data_parallel<toy::mlp<float>, meld::mpi_comm> dp(ref, comm);
+    for (int s = 0; s < steps; ++s) {
+      auto [x, y] = batch_at(s);
+      dp.step(x, y, toy::mse{});
+      std::size_t i = 0;
+      ref.visit_parameters([&](std::string_view, auto& p, auto& g) {
+        velocity[i] = momentum * velocity[i] + g;
+        p -= lr * velocity[i];
+        ++i;
+      });
+    }
+  }
+
+  // The parameter server: each worker computes its shard's mean gradient.
+  toy::mlp<float> model({8, 16, 3}, 1);
+  int key = 0;
+  model.visit_parameters([&](std::string_view, auto& p, auto&) {
+    ps.init(key++, std::span<const float>(p.data(), static_cast<std::size_t>(p.size()))).wait();
+  });
+  const index_t shard = batch / W;
+  for (int s = 0; s < steps; ++s) {
+    auto [x, y] = batch_at(s);
+    const meld::tensor<float> xs(x.slice(meld::range(w * shard, (w + 1) * shard)));
+    const meld::tensor<float> ys(y.slice(meld::range(w * shard, (w + 1) * shard)));
+    model.zero_grad();
+    meld::tensor<float> grad;
+    toy::mse{}(model.forward(xs), ys, grad);
+    model.backward(grad);
+    std::vector<meld::ps_handle> pending;
+    key = 0;
+    model.visit_parameters([&](std::string_view, auto&, auto& g) {
+      pending.push_back(
+          ps.push(key++, std::span<const float>(g.data(), static_cast<std::size_t>(g.size()))));
+    });
+    key = 0;
+    model.visit_parameters([&](std::string_view, auto& p, auto&) {
+      pending.push_back(
+          ps.pull(key++, std::span<float>(p.data(), static_cast<std::size_t>(p.size()))));
+    });
+    for (auto& h : pending) h.wait();
+  }
+  const auto a = toy::parameters(ref), b = toy::parameters(model);
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (index_t j = 0; j < a[i].size(); ++j) {
+      const float x = a[i].data()[j], y = b[i].data()[j];
+      REQUIRE(std::abs(x - y) <= 1e-5f * (1.f + std::abs(x)));
+    }
+  ps.close();
+}
+
+TEST_CASE("param_server: checkpoints keep shards and the rule's state", "[ps]") {
+  const std::string path = "test_ps_checkpoint";
+  auto run = [&](int from, int to, const std::string& restore, bool save) {
+    meld::ps_options o = options(2, true, "sync");
+    o.restore = restore;
+    meld::param_server<double> ps(MPI_COMM_WORLD, o, meld::ps_adam<double>(0.01));
+    workers_comm wc(true);
+    std::vector<double> v(150, 0.5), out(150);  // sliced over both servers
+    std::vector<double> u(3, -1.0);             // whole, on server 1
+    ps.init(4, v).wait();
+    ps.init(5, u).wait();
+    for (int r = from; r < to; ++r) {
+      std::vector<double> g(150), h(3);
+      for (std::size_t i = 0; i < g.size(); ++i) g[i] = push_value(ps.worker_index(), r, i) - 5;
+      for (std::size_t i = 0; i < h.size(); ++i) h[i] = push_value(ps.worker_index(), r, i) - 4;
+      ps.push(4, g).wait();
+      ps.push(5, h).wait();
+      ps.pull(4, out).wait();
+      ps.pull(5, u).wait();
+    }
+    if (save) {
+      wc.barrier();
+      if (ps.worker_index() == 0) ps.checkpoint(path).wait();
+      wc.barrier();
+    }
+    ps.close();
+    out.insert(out.end(), u.begin(), u.end());
+    return out;
+  };
+  const auto straight = run(0, 8, "", false);
+  run(0, 5, "", true);
+  const auto resumed = run(5, 8, path, false);
+  REQUIRE(resumed == straight);  // Adam's moments and step count came back bit for bit
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank < 2) std::remove((path + ".server" + std::to_string(rank)).c_str());
+}
+
+TEST_CASE("param_server: a restore from a missing checkpoint names the file", "[ps]") {
+  meld::ps_options o = options(1, true, "sync", 1s);
+  o.restore = "no_such_checkpoint";
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    REQUIRE_THROWS_WITH(meld::param_server<double>(MPI_COMM_WORLD, o),
+                        Catch::Matchers::Contains("cannot read the checkpoint "
+                                                  "'no_such_checkpoint.server0'"));
+  } else {
+    // The others construct theirs; with server 0 gone, their operations fail in time.
+    meld::param_server<double> ps(MPI_COMM_WORLD, o);
+    std::vector<double> v(3);
+    ps.init(0, v).wait();  // worker 1's init sends nothing
+    const auto t0 = clk::now();
+    REQUIRE_THROWS_WITH(ps.pull(0, v).wait(),
+                        Catch::Matchers::Contains("no answer from server rank 0"));
+    REQUIRE(clk::now() - t0 < 3s);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("param_server: a worker that stalls is named within the timeout", "[ps]") {
+  // Worker rank 1 stops pushing after round 1; the others' pulls of round 2 fail naming it.
+  {
+    meld::param_server<double> ps(MPI_COMM_WORLD, options(1, false, "sync", 1s));
+    if (!ps.is_worker()) {
+      REQUIRE_THROWS_WITH(ps.serve(), Catch::Matchers::Contains("worker rank 1 pushed round 1"));
+    } else {
+      std::vector<double> v(10, 0.0);
+      ps.init(0, v).wait();
+      ps.push(0, v).wait();
+      ps.pull(0, v).wait();
+      if (ps.rank() == 1) {
+        std::this_thread::sleep_for(3s);  // stalls past the others' timeout, then leaves
+      } else {
+        ps.push(0, v).wait();
+        const auto t0 = clk::now();
+        REQUIRE_THROWS_WITH(ps.pull(0, v).wait(),
+                            Catch::Matchers::Contains("worker rank 1 pushed round 1") &&
+                                Catch::Matchers::Contains("waited"));
+        REQUIRE(clk::now() - t0 < 2500ms);
+        // Refused from now on, with the first error.
+        REQUIRE_THROWS_WITH(ps.pull(0, v),
+                            Catch::Matchers::Contains("an earlier operation failed"));
+      }
+      REQUIRE_THROWS_AS(ps.close(), meld::comm_error);  // the server's error again
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("param_server: a server that stalls is named within twice the timeout", "[ps]") {
+  // Server 0's update rule blocks for longer than the workers wait.
+  {
+    meld::ps_rule<double> slow{
+        [](const meld::ps_update<double>&) { std::this_thread::sleep_for(3s); }, 0};
+    meld::param_server<double> ps(MPI_COMM_WORLD, options(1, false, "sync", 500ms), slow);
+    if (!ps.is_worker()) {
+      try {
+        ps.serve();
+      } catch (const meld::comm_error&) {
+      }
+    } else {
+      std::vector<double> v(10, 0.0);
+      ps.init(0, v).wait();
+      ps.push(0, v).wait();
+      const auto t0 = clk::now();
+      REQUIRE_THROWS_WITH(ps.pull(0, v).wait(),
+                          Catch::Matchers::Contains("no answer from server rank 0"));
+      REQUIRE(clk::now() - t0 < 1500ms);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
