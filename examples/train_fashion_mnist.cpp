@@ -8,6 +8,7 @@
 //                       [--save PATH [--save-every N]] [--resume PATH]
 // (every flag also as --flag=value; --help prints this on stdout)
 //   mpirun -np K train_fashion_mnist --backend mpi [...]
+//   mpirun -np S+W train_fashion_mnist --backend mpi --ps-servers S --ps-mode sync|async|stale:N
 //
 // The backend is chosen when the example is compiled (MELD_EXAMPLE_BACKEND: CMake builds
 // train_fashion_mnist for the CPU, train_fashion_mnist_sim for the simulated device and, with
@@ -22,6 +23,11 @@
 // update is that of the whole batch; samples/s counts all workers together. The same seed and
 // worker and thread counts give the same numbers on every run and on every backend
 // (initialization, shuffling, shards and every reduction are deterministic).
+// With --ps-servers S (under mpirun, CPU builds), training goes through meld::param_server
+// instead: ranks 0 .. S-1 are servers, which keep the parameters (sliced by rows over the servers
+// where large) and run SGD with momentum on them; the other ranks are workers, each computing the
+// gradient of its shard of the global batch, pushing it and pulling the parameters back, with the
+// consistency of --ps-mode (sync: the same update as data_parallel's; async; stale:N).
 // examples/plot_training.py turns the CSV into a PNG.
 #include <unistd.h>
 #include <algorithm>
@@ -42,6 +48,10 @@
 #include <vector>
 
 #include <meld/dist.hpp>
+#include <meld/distributed/ps_mode.hpp>
+#if defined(MELD_WITH_MPI)
+#include <meld/distributed/param_server.hpp>
+#endif
 #if defined(MELD_WITH_NCCL)
 #include <meld/distributed/nccl_comm.hpp>
 #endif
@@ -108,6 +118,8 @@ struct options {
   bool prefetch = true;
   std::string save, resume;
   int save_every = 1;
+  int ps_servers = 0;  // 0: data_parallel; else meld::param_server with this many servers
+  std::string ps_mode = "sync";
 };
 
 // The usage text: on stdout with exit 0 for --help, on stderr with exit 2 after a problem.
@@ -120,6 +132,7 @@ struct options {
       "                           [--log FILE.csv] [--data DIR] [--limit N]\n"
       "                           [--workers K] [--backend threads|mpi|nccl] [--no-prefetch]\n"
       "                           [--save PATH [--save-every N]] [--resume PATH]\n"
+      "                           [--ps-servers S [--ps-mode sync|async|stale:N]]\n"
       "  (--flag value or --flag=value)\n"
       "  built for the %s backend (%s); other builds: train_fashion_mnist (cpu),\n"
       "  train_fashion_mnist_sim (the simulated device), train_fashion_mnist_cuda (a GPU)\n"
@@ -147,7 +160,12 @@ struct options {
       "  --save       write a checkpoint (model, optimizer, epoch and step) to PATH at the\n"
       "               end of every --save-every epochs (default 1) and of the run\n"
       "  --resume     continue the run saved in PATH from the epoch after it: the same\n"
-      "               flags then give the same numbers as a run never interrupted\n",
+      "               flags then give the same numbers as a run never interrupted\n"
+      "  --ps-servers with --backend mpi: train through a parameter server; ranks\n"
+      "               0 .. S-1 serve (SGD with momentum 0.9 at a constant --lr on the\n"
+      "               servers), the others work (mpirun -np S+W)\n"
+      "  --ps-mode    sync (the update of data_parallel), async (each push applied as it\n"
+      "               arrives) or stale:N (a worker runs at most N rounds ahead)\n",
       backend_name, policy_name, fashion_mnist::default_directory);
   std::exit(problem.empty() ? 0 : 2);
 }
@@ -218,6 +236,15 @@ options parse(int argc, char** argv) {
       o.limit = parse_int<index_t>(flag, v, 1, index_t(1) << 40);
     } else if (flag == "--workers") {
       o.workers = parse_int<int>(flag, v, 1, 64);
+    } else if (flag == "--ps-servers") {
+      o.ps_servers = parse_int<int>(flag, v, 1, 4096);
+    } else if (flag == "--ps-mode") {
+      try {
+        (void)meld::ps_mode::parse(v);
+      } catch (const std::invalid_argument& e) {
+        usage(std::string("--ps-mode: ") + e.what());
+      }
+      o.ps_mode = v;
     } else if (flag == "--backend") {
       if (v != "threads" && v != "mpi" && v != "nccl")
         usage("--backend must be threads, mpi or nccl, not '" + v + "'");
@@ -229,6 +256,12 @@ options parse(int argc, char** argv) {
       usage("unknown option '" + flag + "'");
     }
   }
+  if (o.ps_servers > 0 && o.backend != "mpi")
+    usage("--ps-servers needs --backend mpi (servers and workers are MPI processes)");
+  if (o.ps_servers > 0 && (!o.save.empty() || !o.resume.empty() || o.optimizer != "sgd"))
+    usage(
+        "--ps-servers: the servers run SGD with momentum; --save, --resume and --optimizer are "
+        "for data_parallel training");
   if (o.backend == "mpi" && o.workers != 1)
     usage("--workers is for --backend threads or nccl; under mpi the worker count is mpirun's -np");
   return o;
@@ -543,6 +576,110 @@ int run_nccl(const Make& make, const options& o, const fashion_mnist::dataset& t
 }
 #endif
 
+#if defined(MELD_WITH_MPI)
+// Parameter-server training: what train() calls a data-parallel step and an optimizer. A worker's
+// step computes the mean gradient of its shard of the global batch (data_parallel over this
+// process alone), then pushes each parameter's gradient and pulls the parameter back, every key
+// in flight at once; the servers' SGD is the optimizer, so the local one does nothing.
+template <class DP, class Model>
+struct ps_worker_step {
+  using loss_type = typename DP::loss_type;
+  DP& local;
+  Model& model;
+  meld::param_server<float>& ps;
+  std::vector<meld::ps_handle> pending;
+
+  template <class Labels, class Loss>
+  loss_type step(const device_tensor& images, const Labels& labels, const Loss& loss) {
+    const index_t n = images.shape()[0], w = ps.worker_index(), W = ps.workers();
+    const index_t lo = n * w / W, hi = n * (w + 1) / W;
+    const device_tensor x(images.slice(meld::range(lo, hi)));
+    const Labels y(labels.slice(meld::range(lo, hi)));
+    loss_type l = local.step(x, y, loss);
+    int key = 0;
+    model.visit_parameters([&](std::string_view, device_tensor& p, device_tensor& g) {
+      const auto size = static_cast<std::size_t>(p.size());
+      pending.push_back(ps.push(key, std::span<const float>(g.data(), size)));
+      pending.push_back(ps.pull(key++, std::span<float>(p.data(), size)));
+    });
+    for (auto& h : pending) h.wait();
+    pending.clear();
+    return l;
+  }
+};
+template <class Model>
+struct on_the_servers {  // the optimizer of a parameter-server worker
+  using model_type = Model;
+  void step() {}
+  void zero_grad() {}
+  void set_lr(double) {}
+  template <class F>
+  void visit_state(F&&) {}
+};
+
+template <class Make>
+int run_ps(const Make& make, const options& o, const fashion_mnist::dataset& train_set,
+           const fashion_mnist::dataset& test_set) {
+  if constexpr (!host_comms) {
+    throw std::runtime_error(std::string("--ps-servers: the parameter server moves host memory; "
+                                         "the ") +
+                             backend_name + " build trains on a device");
+  } else {
+    meld::ps_options po;
+    po.servers = o.ps_servers;
+    po.mode = meld::ps_mode::parse(o.ps_mode);
+    const double lr = o.lr.value_or(o.model == "mlp" ? 0.1 : 0.05);
+    // SGD with momentum on the servers, its rate decayed over the run by a cosine, per update of
+    // a key (a round; in async mode, each worker's push): the same schedule as data_parallel's.
+    // Momentum 0.7, not data_parallel's 0.9: stale gradients act as momentum of their own, and at
+    // 0.9 the async and stale:2 runs ended 1.2 and 3.7 points below sync (10 epochs, 2 workers);
+    // at 0.7 every mode is within half a point (benchmarks/RESULTS.md).
+    int processes = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &processes);
+    const int W = processes - o.ps_servers;
+    const double updates = static_cast<double>((train_set.size() + o.batch - 1) / o.batch) *
+                           o.epochs * (po.mode.mode == meld::ps_mode::kind::async ? W : 1);
+    const auto cosine = [lr, updates](std::uint64_t step) {
+      const double t = std::min(1.0, static_cast<double>(step) / updates);
+      return static_cast<float>(lr * 0.5 * (1 + std::cos(3.141592653589793 * t)));
+    };
+    meld::param_server<float> ps(MPI_COMM_WORLD, po, meld::ps_sgd<float>(cosine, 0.7f));
+    MPI_Comm workers;  // for the accuracy's sum
+    MPI_Comm_split(MPI_COMM_WORLD, ps.is_worker() ? 0 : MPI_UNDEFINED, ps.rank(), &workers);
+    if (!ps.is_worker()) {
+      ps.serve();
+      return 0;
+    }
+    if (ps.worker_index() == 0)
+      std::printf("parameter server: %d server%s, %d worker%s, mode %s\n", ps.servers(),
+                  ps.servers() == 1 ? "" : "s", ps.workers(), ps.workers() == 1 ? "" : "s",
+                  po.mode.str().c_str());
+    auto model = make_model(make, o);
+    int key = 0;
+    model.visit_parameters([&](std::string_view, device_tensor& p, device_tensor&) {
+      const index_t rows = p.rank() > 1 ? p.shape()[0] : p.size();
+      ps.init(key++, std::span<const float>(p.data(), static_cast<std::size_t>(p.size())),
+              p.size() / rows)
+          .wait();
+    });
+    meld::mpi_comm self(MPI_COMM_SELF);
+    meld::data_parallel local(model, self);
+    ps_worker_step<decltype(local), decltype(model)> step{local, model, ps, {}};
+    on_the_servers<decltype(model)> opt;
+    const auto sum = [workers](double x) {
+      double total = 0;
+      MPI_Allreduce(&x, &total, 1, MPI_DOUBLE, MPI_SUM, workers);
+      return total;
+    };
+    const int status =
+        train(step, model, opt, lr, false, o, train_set, test_set, sum, ps.worker_index() == 0);
+    ps.close();
+    MPI_Comm_free(&workers);
+    return status;
+  }
+}
+#endif
+
 template <class Make>
 int run(const Make& make, const options& o, const fashion_mnist::dataset& train_set,
         const fashion_mnist::dataset& test_set, bool under_mpi) {
@@ -554,6 +691,9 @@ int run(const Make& make, const options& o, const fashion_mnist::dataset& train_
                              " build has no NCCL (configure with -DMELD_ENABLE_NCCL=ON)");
   } else {
     (void)under_mpi;
+#if defined(MELD_WITH_MPI)
+    if (o.ps_servers > 0) return run_ps(make, o, train_set, test_set);
+#endif
     auto model = make_model(make, o);
     if (o.backend == "mpi") {
 #if defined(MELD_WITH_MPI)

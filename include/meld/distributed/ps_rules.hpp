@@ -11,9 +11,11 @@
 #pragma once
 
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <type_traits>
 
 #include "../core/config.hpp"
 
@@ -61,16 +63,23 @@ ps_rule<T> ps_assign() {
 /// Stochastic gradient descent on the mean gradient over the workers: g = push / workers
 /// (a round's synchronous sum, or one worker's push applied at 1/workers of the step, so that a
 /// round of asynchronous pushes moves the value as far as one synchronous update), with
-/// momentum (v = momentum v + g; value -= lr v) and L2 weight decay (g += decay value).
-template <class T>
-ps_rule<T> ps_sgd(T lr, T momentum = T(0), T weight_decay = T(0)) {
+/// momentum (v = momentum v + g; value -= lr v) and L2 weight decay (g += decay value). `lr` is
+/// a number, or a schedule: a function of the key's update count (ps_update::step).
+template <class T, class Rate>
+requires std::convertible_to<Rate, T> || std::is_invocable_r_v<T, Rate, std::uint64_t> ps_rule<T>
+ps_sgd(Rate lr, T momentum = T(0), T weight_decay = T(0)) {
   return {[=](const ps_update<T>& u) {
+            T rate;
+            if constexpr (std::is_invocable_r_v<T, Rate, std::uint64_t>)
+              rate = static_cast<T>(lr(u.step));
+            else
+              rate = static_cast<T>(lr);
             const T scale = T(1) / static_cast<T>(u.workers);
             const std::span<T> v = momentum != T(0) ? u.state(0) : std::span<T>();
             for (std::size_t i = 0; i < u.value.size(); ++i) {
               T g = u.grad[i] * scale + weight_decay * u.value[i];
               if (momentum != T(0)) g = v[i] = momentum * v[i] + g;
-              u.value[i] -= lr * g;
+              u.value[i] -= rate * g;
             }
           },
           momentum != T(0) ? 1 : 0};
