@@ -7,8 +7,8 @@
 //
 // Prints "rank R of P on HOST" at the start (the driver checks that every rank runs on its own
 // host), "running" once rank 0 is mid-run, "rank R: comm_error after S s: MESSAGE" where S is the
-// time since the failed collective began. Ends the job (MPI_Abort, code 4) a second after a
-// comm_error; exits 2 if none came within a minute, 3 on a wrong sum.
+// time since the failed collective began. Ends the job (MPI_Abort, code 4) twice the timeout
+// after a comm_error; exits 2 if none came within a minute, 3 on a wrong sum.
 #include <unistd.h>
 
 #include <chrono>
@@ -44,9 +44,11 @@ int main(int argc, char** argv) {
       std::printf("rank %d: comm_error after %.3f s: %s\n", comm.rank(), s, e.what());
       std::fflush(stdout);
       // Not MPI_Finalize: after a lost peer, Open MPI 4.1 can crash or hang in it (it did, in
-      // mca_btl_tcp_frag_recv, after a link went down). MPI_Abort ends the job; first a second
-      // for the other survivors, whose reports come within milliseconds, to print theirs.
-      std::this_thread::sleep_for(std::chrono::seconds(1));
+      // mca_btl_tcp_frag_recv, after a link went down). MPI_Abort ends the job, the other
+      // survivors too; so first twice the timeout, within which each of them has its own timeout
+      // or this rank's abort notice and has printed its report (one second was too short on a
+      // loaded machine: a survivor was killed before it printed).
+      std::this_thread::sleep_for(2 * o.timeout);
       mpi.abort(4);
     }
     for (const float x : buf) {
