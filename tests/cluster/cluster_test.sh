@@ -12,8 +12,11 @@
 #       ranks' messages crossed the network stack.
 #   cluster_test.sh fault kill|link --hosts N --timeout T [--limit S] -- PROGRAM
 #       PROGRAM is tests/cluster/cluster_fault (meld::mpi_comm with timeout T seconds). Once rank
-#       0 prints "running", host 1's processes are killed (kill) or its link is taken down
-#       (link). Each surviving rank must print a comm_error naming rank 1 within 2 T.
+#       0 prints "running", host 1's rank is killed with SIGKILL and, under mpirun
+#       --enable-recovery, each other rank must print a comm_error naming rank 1 within 2 T; then
+#       host 1's rank and daemon are killed, and mpirun (without recovery) must end the job within
+#       10 s naming host 1 (kill). Or host 1's link is taken down, and each other rank must print
+#       a comm_error naming rank 1 within 2 T (link).
 #
 # Both check first that rank i runs on host i (its hostname and network namespace). S: the hard
 # limit on the whole run, in seconds (default 50); past it everything is killed and torn down.
@@ -125,6 +128,21 @@ reap_mpirun() {
   fi
 }
 
+# Where survivors are silent: what their processes are doing (a stack of every thread, with gdb),
+# before the ranks that did report end the job (2x the timeout after their report).
+diagnose() {
+  local i p
+  for ((i = 0; i < hosts; i++)); do
+    [ $i -ne 1 ] || continue
+    for p in $(ip netns pids "meld$id-h$i"); do
+      echo "--- host $i: $(ps -o pid=,stat=,comm= -p "$p")"
+      if command -v gdb > /dev/null && [ "$(ps -o comm= -p "$p")" != orted ]; then
+        timeout 20 gdb -p "$p" -batch -ex "thread apply all bt 15" 2> /dev/null | grep -E '^(#|Thread)' || true
+      fi
+    done
+  done
+}
+
 # One run: mpirun in the background, the fault once rank 0 is mid-run, the survivors' reports.
 #   fault_run KIND PATIENCE [MPIRUN ARGS] -- PROGRAM
 # PATIENCE: the seconds mpirun has to end by itself after the reports (see reap_mpirun).
@@ -151,11 +169,15 @@ fault_run() {
   t_fault=$(now)
   case $kind in
     kill) mapfile -t pids < <(ip netns pids "$ns") && kill -9 "${pids[@]}" ;; # rank and daemon
+    kill-rank) mapfile -t pids < <(pgrep -f cluster_fault | grep -xF "$(ip netns pids "$ns")") &&
+      kill -9 "${pids[@]}" ;; # the rank only: its daemon stays
     link) ip link set "$veth" down ;;       # host 1 is cut off the bridge
   esac
   survivors_t=""
-  if wait_for "$log" '^rank [0-9]+: comm_error' $((hosts - 1)) $((2 * timeout + 5)) $pid; then
+  if wait_for "$log" '^rank [0-9]+: comm_error' $((hosts - 1)) $((2 * timeout + 1)) $pid; then
     survivors_t=$(elapsed "$t_fault")
+  elif [ "$kind" != kill ]; then
+    diagnose
   fi
   # A link down: mpirun cannot reach host 1's daemon to end the job; back up, it can.
   [ "$kind" != link ] || ip link set "$veth" up
@@ -187,26 +209,28 @@ inner_fault() {
   case $kind in
     kill)
       # With --enable-recovery the survivors keep running: their collective must fail, naming
-      # rank 1.
-      fault_run kill 0 --enable-recovery -- "$@" "$timeout"
-      [ -n "$survivors_t" ] || fail "the survivors did not report within $((2 * timeout + 5)) s"
+      # rank 1. Only the rank is killed here: where its daemon dies too, Open MPI 4.1 sometimes
+      # ended the survivors itself before they could report (2 of ~25 runs on a loaded machine).
+      fault_run kill-rank 0 --enable-recovery -- "$@" "$timeout"
+      [ -n "$survivors_t" ] || fail "the survivors did not report within $((2 * timeout + 1)) s"
       check_reports "${others[@]}"
       # Open MPI 4.1's mpirun, with recovery, does not end by itself once a daemon is lost, even
       # after every rank has (seen with 6 s of patience): so at once SIGTERM (patience 0), on
       # which it must end.
       [ "$mpirun_rc" != hung ] || fail "mpirun did not end, even on SIGTERM"
-      echo "kill with recovery: the survivors reported $survivors_t s after the kill"
-      # Without it, mpirun ends the job itself, and must say which host was lost.
+      echo "rank killed, with recovery: the survivors reported $survivors_t s after the kill"
+      # Without it, with the whole host killed (rank and daemon), mpirun ends the job itself, and
+      # must say which host was lost.
       fault_run kill 10 -- "$@" 600
       [ "$mpirun_rc" != hung ] && [ "$mpirun_termed" -eq 0 ] ||
         fail "mpirun did not end by itself within 10 s of the kill"
       [ "$mpirun_rc" -ne 0 ] || fail "mpirun succeeded although host 1 was killed"
       grep -qE "10\.77\.$id\.3|rank 1 " "$log" || fail "mpirun did not name host 1 or rank 1"
-      echo "kill without recovery: mpirun ended with $mpirun_rc, $mpirun_t s after the kill"
+      echo "host killed, without recovery: mpirun ended with $mpirun_rc, $mpirun_t s after the kill"
       ;;
     link)
       fault_run link 10 -- "$@" "$timeout"
-      [ -n "$survivors_t" ] || fail "the survivors did not report within $((2 * timeout + 5)) s"
+      [ -n "$survivors_t" ] || fail "the survivors did not report within $((2 * timeout + 1)) s"
       check_reports "${others[@]}"
       [ "$mpirun_rc" != hung ] && [ "$mpirun_termed" -eq 0 ] ||
         fail "mpirun did not end by itself within 10 s of the link coming back"
