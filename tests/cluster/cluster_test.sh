@@ -195,9 +195,10 @@ check_reports() {
     s=$(sed -E 's/.*after ([0-9.]+) s.*/\1/' <<< "$line")
     awk -v s="$s" -v t="$timeout" 'BEGIN { exit !(s <= 2 * t) }' ||
       fail "rank $r reported after $s s, more than twice the timeout ($timeout s)"
-    # Named as missing (its description never came), as one the ring waits for (it had sent its
-    # description before it was lost), or in another survivor's abort notice.
-    grep -qE "rank 1 (never arrived|aborted)|waiting in the ring for [^,]*rank 1 \(" <<< "$line" ||
+    # Named as missing (its description never came: "rank 1" or "ranks 0, 1, ..." when a
+    # survivor that had moved on to the next collective times out), as one the ring waits for (it
+    # had sent its description before it was lost), or in another survivor's abort notice.
+    grep -qE "ranks? ([0-9]+, )*1(, [0-9]+)* never arrived|rank 1 aborted|waiting in the ring for [^,]*rank 1 \(" <<< "$line" ||
       fail "rank $r does not name rank 1: $line"
   done
 }
