@@ -4,6 +4,9 @@
 // the failure must then print one comm_error line naming the lost rank, for the driver to check.
 //
 //   cluster_fault TIMEOUT_S    the communicator's timeout, in seconds
+//   cluster_fault TIMEOUT_S ps a meld::param_server instead: ranks 0 and 1 serve a 1 MB key
+//                              sliced over both, the other ranks push and pull it (a server's
+//                              timeout of TIMEOUT_S / 2, so that a worker waits TIMEOUT_S)
 //
 // Prints "rank R of P on HOST" at the start (the driver checks that every rank runs on its own
 // host), "running" once rank 0 is mid-run, "rank R: comm_error after S s: MESSAGE" where S is the
@@ -14,14 +17,66 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include <meld/distributed/mpi_comm.hpp>
+#include <meld/distributed/param_server.hpp>
+
+namespace {
+
+// The parameter-server form: the workers push and pull until an operation fails.
+int parameter_server(meld::mpi_session& mpi, double timeout_s) {
+  meld::ps_options o;
+  o.servers = 2;
+  o.timeout = std::chrono::milliseconds(static_cast<long>(timeout_s * 500));
+  meld::param_server<float> ps(MPI_COMM_WORLD, o, meld::ps_sgd<float>(0.01f));
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::printf("rank %d of %d on %s\n", ps.rank(), size, host);
+  std::fflush(stdout);
+  if (!ps.is_worker()) {
+    try {
+      ps.serve();
+    } catch (const meld::comm_error& e) {
+      std::printf("rank %d: server error: %s\n", ps.rank(), e.what());
+      std::fflush(stdout);
+    }
+    return 0;
+  }
+  std::vector<float> w(1 << 18, 1.f), g(1 << 18, 0.5f);  // sliced over both servers
+  ps.init(0, w).wait();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  for (long step = 0; std::chrono::steady_clock::now() < end; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      ps.push(0, g).wait();
+      ps.pull(0, w).wait();
+    } catch (const meld::comm_error& e) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("rank %d: comm_error after %.3f s: %s\n", ps.rank(), s, e.what());
+      std::fflush(stdout);
+      std::this_thread::sleep_for(4 * o.timeout);  // as below: then end the job
+      mpi.abort(4);
+    }
+    if (step == 3 && ps.worker_index() == 0) {
+      std::printf("running\n");
+      std::fflush(stdout);
+    }
+  }
+  std::printf("rank %d: no error within a minute\n", ps.rank());
+  return 2;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   meld::mpi_session mpi(argc, argv);
   const double timeout_s = argc > 1 ? std::atof(argv[1]) : 2.0;
+  if (argc > 2 && std::string(argv[2]) == "ps") return parameter_server(mpi, timeout_s);
   meld::mpi_comm_options o;
   o.timeout = std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
   meld::mpi_comm comm(MPI_COMM_WORLD, o);

@@ -6,17 +6,19 @@
 #
 #   cluster_test.sh train --hosts N [--limit S] [--expect REGEX] [--reference 'CMD ARGS']
 #                         [--min-bytes B] -- PROGRAM [ARGS]
-#       PROGRAM must exit 0 and print a line matching REGEX; with --reference, the lines matching
+#       PROGRAM must exit 0 and print a line matching REGEX; with --reference, the matches of
 #       REGEX must be the same as those of CMD run on this machine (e.g. the program on threads).
 #       Every host's link must have carried at least B bytes each way (default 64 KiB): the
 #       ranks' messages crossed the network stack.
-#   cluster_test.sh fault kill|link --hosts N --timeout T [--limit S] -- PROGRAM
+#   cluster_test.sh fault kill|link|ps-link --hosts N --timeout T [--limit S] -- PROGRAM
 #       PROGRAM is tests/cluster/cluster_fault (meld::mpi_comm with timeout T seconds). Once rank
 #       0 prints "running", host 1's rank is killed with SIGKILL and, under mpirun
 #       --enable-recovery, each other rank must print a comm_error naming rank 1 within 2 T; then
 #       host 1's rank and daemon are killed, and mpirun (without recovery) must end the job within
 #       10 s naming host 1 (kill). Or host 1's link is taken down, and each other rank must print
-#       a comm_error naming rank 1 within 2 T (link).
+#       a comm_error naming rank 1 within 2 T (link). ps-link: the same with PROGRAM's parameter
+#       server (`cluster_fault T ps`: hosts 0 and 1 serve, the others work): each worker must
+#       print a comm_error naming server rank 1 within 2 T.
 #
 # Both check first that rank i runs on host i (its hostname and network namespace). S: the hard
 # limit on the whole run, in seconds (default 50); past it everything is killed and torn down.
@@ -77,11 +79,11 @@ inner_train() {
       fail "host $i's link carried less than $min_bytes bytes each way"
   done
   if [ -n "$expect" ]; then
-    got=$(grep -E -- "$expect" <<< "$out" || true)
+    got=$(grep -oE -- "$expect" <<< "$out" || true)
     [ -n "$got" ] || fail "no line matches '$expect'"
     if [ -n "$reference" ]; then
       # shellcheck disable=SC2086 # the reference is a command line: split into words
-      want=$($reference 2>&1 | grep -E -- "$expect" || true)
+      want=$($reference 2>&1 | grep -oE -- "$expect" || true)
       echo "--- reference ($reference): $want"
       [ "$got" = "$want" ] || fail "the cluster printed '$got', the reference '$want'"
     fi
@@ -174,7 +176,7 @@ fault_run() {
     link) ip link set "$veth" down ;;       # host 1 is cut off the bridge
   esac
   survivors_t=""
-  if wait_for "$log" '^rank [0-9]+: comm_error' $((hosts - 1)) $((2 * timeout + 1)) $pid; then
+  if wait_for "$log" '^rank [0-9]+: comm_error' "${reports:-$((hosts - 1))}" $((2 * timeout + 1)) $pid; then
     survivors_t=$(elapsed "$t_fault")
   elif [ "$kind" != kill ]; then
     diagnose
@@ -198,7 +200,7 @@ check_reports() {
     # Named as missing (its description never came: "rank 1" or "ranks 0, 1, ..." when a
     # survivor that had moved on to the next collective times out), as one the ring waits for (it
     # had sent its description before it was lost), or in another survivor's abort notice.
-    grep -qE "ranks? ([0-9]+, )*1(, [0-9]+)* never arrived|rank 1 aborted|waiting in the ring for [^,]*rank 1 \(" <<< "$line" ||
+    grep -qE "${names_lost:-ranks? ([0-9]+, )*1(, [0-9]+)* never arrived|rank 1 aborted|waiting in the ring for [^,]*rank 1 \(}" <<< "$line" ||
       fail "rank $r does not name rank 1: $line"
   done
 }
@@ -237,7 +239,18 @@ inner_fault() {
         fail "mpirun did not end by itself within 10 s of the link coming back"
       echo "link down: the survivors reported $survivors_t s after the link went down, mpirun ended $mpirun_t s after"
       ;;
-    *) fail "unknown fault '$kind' (kill or link)" ;;
+    ps-link)
+      # Host 1 is server rank 1: the workers' operations on its half of the key go unanswered.
+      local workers=()
+      for ((i = 2; i < hosts; i++)); do workers+=("$i"); done
+      reports=${#workers[@]} names_lost="no answer from server rank 1" \
+        fault_run link 10 -- "$@" "$timeout" ps
+      [ -n "$survivors_t" ] || fail "the workers did not report within $((2 * timeout + 1)) s"
+      names_lost="no answer from server rank 1" check_reports "${workers[@]}"
+      [ "$mpirun_rc" != hung ] || fail "mpirun did not end, even on SIGTERM"
+      echo "server's link down: the workers reported $survivors_t s after the link went down"
+      ;;
+    *) fail "unknown fault '$kind' (kill, link or ps-link)" ;;
   esac
   rm -f "$log"
   echo "PASS"
@@ -246,7 +259,7 @@ inner_fault() {
 # ---- outside: parse, skip where impossible, make the cluster, run the above in it -------------
 
 usage() {
-  sed -n '2,19p' "$self" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,22p' "$self" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
