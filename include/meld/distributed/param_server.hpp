@@ -126,7 +126,9 @@ class ps_handle {
  public:
   /// A completed operation.
   ps_handle() = default;
+  /// Takes over another handle's operation.
   ps_handle(ps_handle&&) noexcept = default;
+  /// Waits for this handle's operation (see the destructor), then takes over other's.
   ps_handle& operator=(ps_handle&& other) noexcept {
     if (this != &other) {
       settle_quietly();
@@ -254,6 +256,7 @@ class ps_handle {
 template <class T>
 class param_server {
  public:
+  /// The element type of the values.
   using value_type = T;
 
   /// Every rank of `comm` constructs it with the same options (collective).
@@ -326,8 +329,9 @@ class param_server {
   bool is_worker() const { return rank_ >= first_worker_; }
   /// This worker's index, 0 .. workers() - 1 (rank - the first worker's rank).
   int worker_index() const { return rank_ - first_worker_; }
-  /// How many servers, and how many workers.
+  /// How many servers.
   int servers() const { return options_.servers; }
+  /// How many workers.
   int workers() const { return workers_; }
   /// The consistency mode.
   const ps_mode& mode() const { return options_.mode; }

@@ -18,8 +18,8 @@ struct ps_mode {
   /// stale: updates as in sync, but a worker's pull waits only until the round `staleness` behind
   /// its own is applied, so it runs at most `staleness` rounds ahead of the slowest (0 is sync).
   enum class kind { sync, async, stale };
-  kind mode = kind::sync;
-  int staleness = 0;  ///< for stale: how many rounds a worker may run ahead of the slowest
+  kind mode = kind::sync;  ///< which of the three
+  int staleness = 0;       ///< for stale: how many rounds a worker may run ahead of the slowest
 
   /// "sync", "async" or "stale:S" (S >= 0); throws std::invalid_argument naming the text.
   static ps_mode parse(std::string_view text) {

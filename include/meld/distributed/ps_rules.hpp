@@ -25,15 +25,15 @@ namespace meld {
 /// and state of that run.
 template <class T>
 struct ps_update {
-  int key = 0;              ///< the key
-  index_t offset = 0;       ///< element offset of the run in the key's value
-  std::span<const T> grad;  ///< the aggregated push (the sum of `contributions` pushes)
-  std::span<T> value;       ///< the stored value of the run, updated in place
-  int workers = 1;          ///< how many workers push this key each round
-  int contributions = 1;    ///< how many pushes `grad` sums (workers when synchronous, else 1)
-  std::uint64_t step = 0;   ///< updates applied to this key before this one (1-based after it)
-  T* state_data = nullptr;  ///< slot s of element i of the run: state_data[s * state_stride + i]
-  index_t state_stride = 0;
+  int key = 0;               ///< the key
+  index_t offset = 0;        ///< element offset of the run in the key's value
+  std::span<const T> grad;   ///< the aggregated push (the sum of `contributions` pushes)
+  std::span<T> value;        ///< the stored value of the run, updated in place
+  int workers = 1;           ///< how many workers push this key each round
+  int contributions = 1;     ///< how many pushes `grad` sums (workers when synchronous, else 1)
+  std::uint64_t step = 0;    ///< updates applied to this key before this one (1-based after it)
+  T* state_data = nullptr;   ///< slot s of element i of the run: state_data[s * state_stride + i]
+  index_t state_stride = 0;  ///< elements between two state slots (the shard's size)
 
   /// State array `slot` (of the rule's state_slots) for this run.
   std::span<T> state(int slot) const {
