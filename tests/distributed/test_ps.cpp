@@ -380,6 +380,34 @@ TEST_CASE("param_server: a restore from a missing checkpoint names the file", "[
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+TEST_CASE("param_server: an update rule that throws fails the workers' pulls with its message",
+          "[ps]") {
+  meld::ps_rule<double> bad{[](const meld::ps_update<double>& u) {
+                              if (u.step == 1) throw std::domain_error("learning rate is NaN");
+                              for (std::size_t i = 0; i < u.value.size(); ++i) u.value[i] += 1;
+                            },
+                            0};
+  {
+    meld::param_server<double> ps(MPI_COMM_WORLD, options(1, false, "sync"), bad);
+    if (!ps.is_worker()) {
+      REQUIRE_THROWS_WITH(ps.serve(), Catch::Matchers::Contains("learning rate is NaN"));
+    } else {
+      std::vector<double> v(4, 0.0);
+      ps.init(0, v).wait();
+      ps.push(0, v).wait();
+      ps.pull(0, v).wait();
+      REQUIRE(v == std::vector<double>(4, 1.0));
+      ps.push(0, v).wait();
+      REQUIRE_THROWS_WITH(ps.pull(0, v).wait(),
+                          Catch::Matchers::Contains("the update rule threw on key 0 (elements "
+                                                    "0 .. 4): learning rate is NaN"));
+      REQUIRE(v == std::vector<double>(4, 1.0));  // a failed pull leaves `out` as it was
+      REQUIRE_THROWS_AS(ps.close(), meld::comm_error);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST_CASE("param_server: a worker that stalls is named within the timeout", "[ps]") {
   // Worker rank 1 stops pushing after round 1; the others' pulls of round 2 fail naming it.
   {

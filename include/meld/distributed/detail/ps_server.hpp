@@ -297,10 +297,19 @@ class server {
       u.step = s.steps;
       u.state_data = s.state.empty() ? nullptr : s.state.data() + a * cols;
       u.state_stride = s.elements();
-      if (rule_.apply)
-        rule_.apply(u);
-      else
+      if (!rule_.apply) {
         std::copy(u.grad.begin(), u.grad.end(), u.value.begin());
+      } else {
+        try {
+          rule_.apply(u);
+        } catch (const std::exception& e) {  // the workers hear of it, instead of a silence
+          fail_with(comm_error::reason::backend,
+                    cat("the update rule threw on key ", key, " (elements ", u.offset, " .. ",
+                        u.offset + static_cast<index_t>(u.value.size()), "): ", e.what()),
+                    nullptr, -1);
+          return;
+        }
+      }
       a = b;
     }
     ++s.steps;
