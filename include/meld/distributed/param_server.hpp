@@ -214,13 +214,17 @@ class ps_handle {
         return true;
       }
       if (detail::ps::clock::now() > op.deadline) {
+        // The servers that did not take a message or did not answer.
         std::vector<int> silent;
+        for (const auto& s : op.sends)
+          if (s.request != MPI_REQUEST_NULL) silent.push_back(s.dest);
         for (const auto& r : op.replies)
           if (!r.received) silent.push_back(r.server);
+        std::sort(silent.begin(), silent.end());
+        silent.erase(std::unique(silent.begin(), silent.end()), silent.end());
         fail(comm_error::reason::timeout,
-             silent.empty() ? std::string("its messages were not taken by the servers in time")
-                            : detail::cat("no answer from server ", detail::dist::ranks_str(silent),
-                                          " in time (a server that died or stalls)"));
+             detail::cat("no answer from server ", detail::dist::ranks_str(silent),
+                         " in time (a server that died or stalls)"));
       }
       return false;
     } catch (...) {
@@ -635,6 +639,7 @@ class param_server {
     op.sends.emplace_back();
     auto& s = op.sends.back();
     s.msg = std::move(msg);
+    s.dest = server;
     auto lock = mpi_.lock();
     const int rc = MPI_Isend(s.msg.bytes().data(), s.msg.count(), MPI_BYTE, server,
                              detail::ps::request_tag, req_, &s.request);
@@ -652,7 +657,8 @@ class param_server {
     r.server = server;
     r.done = std::move(done);
     // Room for an error text instead of the payload.
-    r.reply.bytes().resize(sizeof(detail::ps::header) + std::max<std::size_t>(bytes, 1024));
+    r.reply.bytes().resize(sizeof(detail::ps::header) +
+                           std::max(bytes, detail::ps::error_text_max));
     auto lock = mpi_.lock();
     MPI_Irecv(r.reply.bytes().data(), r.reply.count(), MPI_BYTE, server,
               detail::ps::reply_tag(request), rep_, &r.request);

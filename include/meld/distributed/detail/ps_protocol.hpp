@@ -130,7 +130,11 @@ class message {
   std::vector<std::byte> bytes_;
 };
 
-inline message error_reply(const header& req, comm_error::reason why, const std::string& text) {
+// The room a worker's receive keeps for an error text: a longer text is cut there.
+inline constexpr std::size_t error_text_max = 1024;
+
+inline message error_reply(const header& req, comm_error::reason why, const std::string& full) {
+  const std::string text = full.substr(0, error_text_max);
   header h;
   h.kind = op::reply;
   h.key = req.key;
@@ -178,6 +182,7 @@ inline std::string mpi_error_text(int rc) {
 struct pending_send {
   MPI_Request request = MPI_REQUEST_NULL;
   message msg;
+  int dest = 0;
 };
 
 }  // namespace detail::ps
