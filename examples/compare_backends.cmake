@@ -2,8 +2,9 @@
 # requires the same test accuracy within TOLERANCE (both print `test_accuracy=<x> ...` last).
 # Arguments: -DCPU=<binary> -DSIM=<binary> -DARGS=<list> -DTOLERANCE=<number, for messages>
 #            -DTOLERANCE_TEN_THOUSANDTHS=<the same in units of 1e-4>
+#            [-DLAUNCH=<list>: a launcher before each binary, e.g. mpirun -n 3]
 foreach(which CPU SIM)
-  execute_process(COMMAND ${${which}} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+  execute_process(COMMAND ${LAUNCH} ${${which}} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out
                   ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${${which}} ${ARGS} failed (${rc}):\n${out}\n${err}")

@@ -45,6 +45,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <meld/dist.hpp>
@@ -597,10 +598,11 @@ struct ps_worker_step {
     const Labels y(labels.slice(meld::range(lo, hi)));
     loss_type l = local.step(x, y, loss);
     int key = 0;
+    // The elements in place, once the queued work on them has run (host memory, or the
+    // simulated device's, which the host can alias).
     model.visit_parameters([&](std::string_view, device_tensor& p, device_tensor& g) {
-      const auto size = static_cast<std::size_t>(p.size());
-      pending.push_back(ps.push(key, std::span<const float>(g.data(), size)));
-      pending.push_back(ps.pull(key++, std::span<float>(p.data(), size)));
+      pending.push_back(ps.push(key, meld::detail::dist::as_span(std::as_const(g))));
+      pending.push_back(ps.pull(key++, meld::detail::dist::as_span(p)));
     });
     for (auto& h : pending) h.wait();
     pending.clear();
@@ -658,9 +660,7 @@ int run_ps(const Make& make, const options& o, const fashion_mnist::dataset& tra
     int key = 0;
     model.visit_parameters([&](std::string_view, device_tensor& p, device_tensor&) {
       const index_t rows = p.rank() > 1 ? p.shape()[0] : p.size();
-      ps.init(key++, std::span<const float>(p.data(), static_cast<std::size_t>(p.size())),
-              p.size() / rows)
-          .wait();
+      ps.init(key++, meld::detail::dist::as_span(std::as_const(p)), p.size() / rows).wait();
     });
     meld::mpi_comm self(MPI_COMM_SELF);
     meld::data_parallel local(model, self);
