@@ -635,7 +635,7 @@ int run_ps(const Make& make, const options& o, const fashion_mnist::dataset& tra
     // a key (a round; in async mode, each worker's push): the same schedule as data_parallel's.
     // Momentum 0.7, not data_parallel's 0.9: stale gradients act as momentum of their own, and at
     // 0.9 the async and stale:2 runs ended 1.2 and 3.7 points below sync (10 epochs, 2 workers);
-    // at 0.7 every mode is within half a point (benchmarks/RESULTS.md).
+    // at 0.7 every mode is within 0.6 points (benchmarks/RESULTS.md).
     int processes = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &processes);
     const int W = processes - o.ps_servers;
