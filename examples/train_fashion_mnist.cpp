@@ -599,8 +599,9 @@ struct ps_worker_step {
     loss_type l = local.step(x, y, loss);
     int key = 0;
     // The elements in place, once the queued work on them has run (host memory, or the
-    // simulated device's, which the host can alias).
-    model.visit_parameters([&](std::string_view, device_tensor& p, device_tensor& g) {
+    // simulated device's, which the host can alias). Generic lambdas: checked only where used,
+    // not in the CUDA build, whose tensors as_span refuses (nvcc checks non-dependent calls).
+    model.visit_parameters([&](std::string_view, auto& p, auto& g) {
       pending.push_back(ps.push(key, meld::detail::dist::as_span(std::as_const(g))));
       pending.push_back(ps.pull(key++, meld::detail::dist::as_span(p)));
     });
@@ -658,7 +659,7 @@ int run_ps(const Make& make, const options& o, const fashion_mnist::dataset& tra
                   po.mode.str().c_str());
     auto model = make_model(make, o);
     int key = 0;
-    model.visit_parameters([&](std::string_view, device_tensor& p, device_tensor&) {
+    model.visit_parameters([&](std::string_view, auto& p, auto&) {
       const index_t rows = p.rank() > 1 ? p.shape()[0] : p.size();
       ps.init(key++, meld::detail::dist::as_span(std::as_const(p)), p.size() / rows).wait();
     });
