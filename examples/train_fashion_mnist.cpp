@@ -14,8 +14,10 @@
 // train_fashion_mnist for the CPU, train_fashion_mnist_sim for the simulated device and, with
 // CUDA, train_fashion_mnist_cuda for a GPU, all from this file; MELD_EXAMPLE_BACKENDS picks them).
 // The data set stays on the host; each batch is gathered there while the previous step computes
-// (batch_pipeline.hpp) and copied to the device. A step reads nothing back on the host: the loss
-// and the correct predictions are added up on the device and read when they are printed.
+// (batch_pipeline.hpp) and copied to the device. On the CPU with several workers, each worker
+// gathers its own shard instead, in parallel (data_parallel::step_gathered). A step reads nothing
+// back on the host: the loss and the correct predictions are added up on the device and read when
+// they are printed.
 //
 // Every step goes through meld::data_parallel: K worker threads in this process (thread_comm;
 // on a device backend worker r uses device r; K = 1 is plain single-worker training), or one
@@ -408,7 +410,19 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
   const index_t n = train_set.size();
   const index_t batches = (n + o.batch - 1) / o.batch;
   const index_t total_batches = batches * o.epochs;
-  fashion_mnist::batch_pipeline pipeline(train_set, o.batch, o.prefetch);
+  // On the synchronous CPU backend with several workers (threads or processes), each worker
+  // gathers its own shard of the batch from the data set, on its own thread: every sample is
+  // copied once, in parallel, and no pipeline thread competes with the workers for the cores
+  // (benchmarks/RESULTS.md, "Data-parallel scaling in the training example").
+  // Otherwise the pipeline gathers the next batch while a step computes: with one worker it runs
+  // on a core the step leaves idle; on a device the copy to it overlaps the step too.
+  constexpr bool can_gather_in_workers = std::is_same_v<device_tensor, tensor<float>> && requires {
+    dp.world_size();
+  };
+  bool gather_in_workers = false;
+  if constexpr (can_gather_in_workers) gather_in_workers = dp.world_size() > 1;
+  fashion_mnist::batch_pipeline pipeline(train_set, o.batch, o.prefetch && !gather_in_workers);
+  std::vector<index_t> order;  // this epoch's, for the workers' gathering
   // The loss each worker runs on its shard: softmax cross-entropy, counting correct predictions
   // on the way (on the device).
   correct_counter correct;
@@ -433,7 +447,8 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
   }
   for (int epoch = static_cast<int>(progress.epochs_done) + 1; epoch <= o.epochs; ++epoch) {
     const auto epoch_start = std::chrono::steady_clock::now();
-    pipeline.start_epoch(shuffled(n, o.seed * 1000003 + static_cast<std::uint64_t>(epoch)));
+    order = shuffled(n, o.seed * 1000003 + static_cast<std::uint64_t>(epoch));
+    if (!gather_in_workers) pipeline.start_epoch(order);
     typename DP::loss_type epoch_loss;
     double epoch_train = 0, last_report = 0;
     index_t done = 0;
@@ -443,15 +458,28 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
         opt.set_lr(base_lr * 0.5 * (1 + std::cos(3.141592653589793 * progress)));
       }
       const auto step_start = std::chrono::steady_clock::now();
-      const auto& batch = pipeline.next();  // gathered while the last step computed
-      const device_tensor& images = on_backend(batch.images);  // valid until the next batch
-      const device_labels& labels = on_backend(batch.labels);
+      const index_t first = b * o.batch, count = std::min(o.batch, n - first);
       // Shards, forward and backward on every worker, gradients averaged over the whole batch.
-      epoch_loss += dp.step(images, labels, loss);
+      if (gather_in_workers) {
+        if constexpr (can_gather_in_workers)
+          epoch_loss += dp.template step_gathered<device_labels>(
+              count,
+              // Generic: checked only where the tensors are host tensors (not in the sim and
+              // CUDA builds, where gather's non-dependent call would be checked anyway).
+              [&](index_t lo, index_t hi, auto& images, auto& labels) {
+                fashion_mnist::gather(train_set, order, first + lo, hi - lo, images, labels);
+              },
+              loss);
+      } else {
+        const auto& batch = pipeline.next();  // gathered while the last step computed
+        const device_tensor& images = on_backend(batch.images);  // valid until the next batch
+        const device_labels& labels = on_backend(batch.labels);
+        epoch_loss += dp.step(images, labels, loss);
+      }
       progress.step();
       ++progress.steps_done;
       epoch_train += seconds_since(step_start);
-      done += batch.labels.size();
+      done += count;
       // Progress: in place on a terminal, four lines per epoch otherwise.
       const bool report =
           leader && (tty ? (epoch_train - last_report > 0.25 || b + 1 == batches)

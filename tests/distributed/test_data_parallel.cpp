@@ -1,9 +1,12 @@
 // data_parallel on thread_comm: the k-worker gradient equals the single-worker full-batch
 // gradient (uneven shards, any bucket cap), replicas stay bit-identical, runs repeat bit for bit,
 // accumulation, uneven epochs (join), construction checks and broadcasts, failures.
+#include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <meld/distributed/data_parallel.hpp>
@@ -370,4 +373,86 @@ TEST_CASE("data_parallel rejects inputs and targets without a shared batch axis"
   meld::data_parallel dp(model, group);
   REQUIRE_THROWS_AS(dp.step(inputs(4, 1), targets(5, 2), toy::mse{}), meld::shape_error);
   REQUIRE_THROWS_AS(dp.step_local(inputs(4, 1), targets(4, 2), toy::mse{}), std::logic_error);
+}
+
+TEST_CASE("step_gathered: each worker gathers its own rows, the same bits as step()", "[dist]") {
+  // A shuffled order over a 50-sample "data set"; the batch is order[0, n). Reference: step() on
+  // the batch gathered first.
+  const tensor_t data_x = inputs(50, 11), data_y = targets(50, 12);
+  std::vector<index_t> order(50);
+  for (index_t i = 0; i < 50; ++i) order[static_cast<std::size_t>(i)] = (i * 17 + 5) % 50;
+  const auto gather_rows = [&](index_t lo, index_t hi, tensor_t& x, tensor_t& y) {
+    x = tensor_t({hi - lo, 6}, meld::uninitialized);
+    y = tensor_t({hi - lo, 3}, meld::uninitialized);
+    for (index_t i = lo; i < hi; ++i) {
+      const index_t s = order[static_cast<std::size_t>(i)];
+      x.slice(meld::range(i - lo, i - lo + 1)) = data_x.slice(meld::range(s, s + 1));
+      y.slice(meld::range(i - lo, i - lo + 1)) = data_y.slice(meld::range(s, s + 1));
+    }
+  };
+  for (int k : {1, 3, 4}) {
+    for (index_t n : {index_t(37), index_t(2)}) {  // 2 < k: some shards are empty
+      INFO("workers " << k << " batch " << n);
+      tensor_t bx, by;
+      gather_rows(0, n, bx, by);
+      model_t a(widths, 1), b(widths, 1);
+      meld::thread_group ga(k, comm_opts()), gb(k, comm_opts());
+      meld::data_parallel dpa(a, ga), dpb(b, gb);
+      std::mutex m;
+      std::vector<std::pair<index_t, index_t>> calls;
+      for (int s = 0; s < 2; ++s) {  // the second step reuses the workers' shard tensors
+        const double la = dpa.step(bx, by, toy::mse{});
+        calls.clear();
+        const double lb = dpb.step_gathered<tensor_t>(
+            n,
+            [&](index_t lo, index_t hi, tensor_t& x, tensor_t& y) {
+              {
+                std::lock_guard lock(m);
+                calls.emplace_back(lo, hi);
+              }
+              gather_rows(lo, hi, x, y);
+            },
+            toy::mse{});
+        REQUIRE(la == lb);
+        REQUIRE(identical(toy::gradients(a), toy::gradients(b)));
+        for (int r = 1; r < k; ++r)
+          REQUIRE(identical(toy::gradients(dpb.replica(r)), toy::gradients(b)));
+        toy::sgd(a, 0.1f);
+        toy::sgd(b, 0.1f);
+        // Called once per non-empty shard, with rank r's rows: n / k of them, one more for the
+        // first n mod k ranks.
+        std::sort(calls.begin(), calls.end());
+        std::vector<std::pair<index_t, index_t>> want;
+        for (index_t r = 0, lo = 0; r < k; ++r) {
+          const index_t rows = n / k + (r < n % k ? 1 : 0);
+          if (rows > 0) want.emplace_back(lo, lo + rows);
+          lo += rows;
+        }
+        REQUIRE(calls == want);
+      }
+      REQUIRE(identical(toy::parameters(a), toy::parameters(b)));
+    }
+  }
+}
+
+TEST_CASE("step_gathered: a shard gathered with the wrong rows is an error that names it",
+          "[dist]") {
+  model_t model(widths, 1);
+  meld::thread_group group(2, comm_opts());
+  meld::data_parallel dp(model, group);
+  REQUIRE_THROWS_WITH(dp.step_gathered<tensor_t>(
+                          8,
+                          [](index_t lo, index_t hi, tensor_t& x, tensor_t& y) {
+                            x = inputs(hi - lo + (lo > 0 ? 1 : 0), 1);  // rank 1: a row too many
+                            y = targets(hi - lo, 2);
+                          },
+                          toy::mse{}),
+                      Catch::Contains("rows [4, 8) of rank 1") && Catch::Contains("{5, 6}") &&
+                          Catch::Contains("axis 0 must be 4"));
+  model_t other(widths, 1);
+  meld::thread_group group2(2, comm_opts());
+  meld::data_parallel dp2(other, group2);
+  REQUIRE_THROWS_AS(dp2.step_gathered<tensor_t>(
+                        -1, [](index_t, index_t, tensor_t&, tensor_t&) {}, toy::mse{}),
+                    std::invalid_argument);
 }

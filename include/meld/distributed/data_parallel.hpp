@@ -14,6 +14,8 @@
 //              one rank per process (mpi_comm, nccl_comm, or a thread_comm used from threads the
 //              caller manages). step() takes the global batch (the same on every rank) and keeps
 //              this rank's shard; step_local() takes this rank's own shard.
+// In both, step_gathered(n, gather, loss) lets each worker gather its own shard of an n-sample
+// batch (e.g. shuffled rows of a data set) on its own thread, so no whole batch is copied first.
 //
 // The training loop is unchanged otherwise: the optimizer updates `model` (the local replica) from
 // the averaged gradients, e.g.
@@ -24,10 +26,11 @@
 // optimizer on the same gradients, so the replicas stay bit-identical without copies.
 //
 // What a step does, and guarantees:
-//   * Shards: rank r of P gets rows [N r / P, N (r + 1) / P) (sizes differ by at most one; a
-//     shard may be empty). Each rank scales its output gradient by its shard size, and the summed
-//     gradients are divided by the total sample count, so the result is the gradient of the mean
-//     loss over all N samples, whatever the split: the full-batch gradient, to float rounding.
+//   * Shards: rank r of P gets the r-th of P contiguous parts of the rows, the first N mod P of
+//     them one row longer than the others (N / P rows; a shard may be empty). Each rank scales its
+//     output gradient by its shard size, and the summed gradients are divided by the total sample
+//     count, so the result is the gradient of the mean loss over all N samples, whatever the split:
+//     the full-batch gradient, to float rounding.
 //   * Gradients: step() replaces them. At the start of an accumulation window (every synchronized
 //     step, or the first micro-step after one) it zeroes them; after a synchronized step every
 //     rank holds the same bits.
@@ -178,8 +181,30 @@ class data_parallel {
   template <class Targets, class Loss>
   loss_type step(const tensor_type& inputs, const Targets& targets, const Loss& loss) {
     const index_t n = check_batch(inputs, targets, "step");
+    return step_gathered<Targets>(
+        n,
+        [&](index_t lo, index_t hi, tensor_type& x, Targets& t) {
+          take_rows(x, inputs, lo, hi);
+          take_rows(t, targets, lo, hi);
+        },
+        loss);
+  }
+
+  /// One step on a global minibatch of n samples that the workers gather themselves:
+  /// gather(lo, hi, inputs, targets) fills a worker's shard, rows [lo, hi) of the batch (axis 0
+  /// of both of size hi - lo), on that worker's thread and device, and is not called for an empty
+  /// shard. Threads mode calls it from every worker at once (for disjoint rows), so the shards are
+  /// copied in parallel, straight from where the samples are, instead of a whole batch being
+  /// gathered first and each shard copied out of it. inputs and targets are the worker's own,
+  /// reused from the last step (gather may keep their memory when the shapes match). Process mode:
+  /// every rank passes the same n, and the rank gathers only its shard.
+  template <class Targets, class Gather, class Loss>
+  loss_type step_gathered(index_t n, Gather&& gather, const Loss& loss) {
+    if (n < 0)
+      throw std::invalid_argument(
+          detail::cat("data_parallel::step_gathered: a batch of ", n, " samples"));
     const int P = world_size();
-    // Every rank sees the whole batch: the sample counts are known without communicating.
+    // Every rank knows the global batch: the sample counts are known without communicating.
     check_usable();
     if (window_start_) window_batches_ = 0;
     const totals known{window_batches_ += static_cast<double>(n), static_cast<double>(n)};
@@ -190,9 +215,13 @@ class data_parallel {
       if (hi == lo)
         return worker_step(w, w.x, static_cast<const Targets*>(nullptr), 0, loss, sync, fresh,
                            &known);
-      take_rows(w.x, inputs, lo, hi);
       Targets& t = targets_cache<Targets>(w);
-      take_rows(t, targets, lo, hi);
+      gather(lo, hi, w.x, t);
+      if (w.x.rank() < 1 || t.rank() < 1 || w.x.shape()[0] != hi - lo || t.shape()[0] != hi - lo)
+        throw shape_error(detail::cat("data_parallel::step_gathered: the shard of rows [", lo, ", ",
+                                      hi, ") of rank ", r, " was gathered as inputs ", w.x.shape(),
+                                      " and targets ", t.shape(), " (axis 0 must be ", hi - lo,
+                                      ")"));
       return worker_step(w, w.x, &t, hi - lo, loss, sync, fresh, &known);
     });
   }
