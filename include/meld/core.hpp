@@ -1,0 +1,33 @@
+// meld's core: tensors, expressions and the synchronous CPU backend, for programs that need no
+// more. <meld/meld.hpp> is everything (asynchronous CPU streams, the simulated device, nn, CUDA
+// under nvcc); this header leaves those out, and with them about a sixth of the parsing that every
+// translation unit pays (threads' queues and futures, the device, the layers).
+#pragma once
+
+#include "version.hpp"
+
+#include "core/broadcast.hpp"
+#include "core/config.hpp"
+#include "core/element_type.hpp"
+#include "core/error.hpp"
+#include "core/shape.hpp"
+
+#include "expr/expression.hpp"
+#include "expr/functors.hpp"
+#include "expr/map.hpp"
+#include "expr/matmul.hpp"
+#include "expr/operators.hpp"
+#include "expr/reduce.hpp"
+#include "expr/walk.hpp"
+
+#include "tensor/convert.hpp"
+#include "tensor/factories.hpp"
+#include "tensor/random.hpp"
+#include "tensor/tensor.hpp"
+#include "tensor/tensor_view.hpp"
+
+#include "backend/concept.hpp"
+#include "backend/cpu/cpu.hpp"
+#include "backend/cpu/executor.hpp"
+#include "backend/cpu/thread_pool.hpp"
+#include "backend/policy.hpp"
