@@ -416,6 +416,7 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
   // (benchmarks/RESULTS.md, "Data-parallel scaling in the training example").
   // Otherwise the pipeline gathers the next batch while a step computes: with one worker it runs
   // on a core the step leaves idle; on a device the copy to it overlaps the step too.
+  // (DP is a meld::data_parallel here, or the parameter-server step, which has no world_size.)
   constexpr bool can_gather_in_workers = std::is_same_v<device_tensor, tensor<float>> && requires {
     dp.world_size();
   };

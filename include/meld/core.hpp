@@ -1,7 +1,7 @@
 // meld's core: tensors, expressions and the synchronous CPU backend, for programs that need no
-// more. <meld/meld.hpp> is everything (asynchronous CPU streams, the simulated device, nn, CUDA
-// under nvcc); this header leaves those out, and with them about a sixth of the parsing that every
-// translation unit pays (threads' queues and futures, the device, the layers).
+// more. <meld/meld.hpp> is this and everything else (asynchronous CPU streams, the simulated
+// device, nn, CUDA under nvcc); this header leaves those out, and with them about a sixth of the
+// parsing that every translation unit pays (threads' queues and futures, the device, the layers).
 #pragma once
 
 #include "version.hpp"

@@ -2,36 +2,11 @@
 // Including this header gives everything that is enabled in this build.
 #pragma once
 
-#include "version.hpp"
+#include "core.hpp"  // tensors, expressions, the synchronous CPU backend
 
-#include "core/broadcast.hpp"
-#include "core/config.hpp"
-#include "core/element_type.hpp"
-#include "core/error.hpp"
-#include "core/shape.hpp"
-
-#include "expr/expression.hpp"
-#include "expr/functors.hpp"
-#include "expr/map.hpp"
-#include "expr/matmul.hpp"
-#include "expr/operators.hpp"
-#include "expr/reduce.hpp"
-#include "expr/walk.hpp"
-
-#include "tensor/convert.hpp"
-#include "tensor/factories.hpp"
-#include "tensor/random.hpp"
-#include "tensor/tensor.hpp"
-#include "tensor/tensor_view.hpp"
-
-#include "backend/concept.hpp"
 #include "backend/cpu/async.hpp"
-#include "backend/cpu/cpu.hpp"
-#include "backend/cpu/executor.hpp"
 #include "backend/cpu/stream.hpp"
-#include "backend/cpu/thread_pool.hpp"
 #include "backend/device.hpp"
-#include "backend/policy.hpp"
 #include "backend/sim/executor.hpp"
 #include "backend/sim/memory.hpp"
 #include "backend/sim/sim.hpp"
