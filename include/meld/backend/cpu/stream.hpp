@@ -43,72 +43,6 @@ class execution_error : public std::runtime_error {
 
 namespace detail {
 
-// A move-only callable stored inline when it fits (the captured expression of an assignment
-// usually does), so that enqueueing does not allocate.
-class task {
- public:
-  task() = default;
-  template <class F>
-  explicit task(F&& f) {
-    emplace(std::forward<F>(f));
-  }
-  task(task&& other) noexcept : ops_(other.ops_) {
-    if (ops_) ops_->move(other.buffer_, buffer_);
-    other.ops_ = nullptr;
-  }
-  task& operator=(task&& other) noexcept {
-    if (this != &other) {
-      reset();
-      ops_ = other.ops_;
-      if (ops_) ops_->move(other.buffer_, buffer_);
-      other.ops_ = nullptr;
-    }
-    return *this;
-  }
-  ~task() { reset(); }
-
-  // Stores f (an empty task only): in place when it fits, so that enqueueing does not allocate.
-  template <class F>
-  void emplace(F&& f) {
-    using Fn = std::decay_t<F>;
-    if constexpr (sizeof(Fn) <= sizeof(buffer_) && alignof(Fn) <= alignof(std::max_align_t) &&
-                  std::is_nothrow_move_constructible_v<Fn>) {
-      ::new (static_cast<void*>(buffer_)) Fn(std::forward<F>(f));
-      ops_ = &inline_ops<Fn>;
-    } else {
-      *reinterpret_cast<Fn**>(buffer_) = new Fn(std::forward<F>(f));
-      ops_ = &heap_ops<Fn>;
-    }
-  }
-
-  void operator()() { ops_->invoke(buffer_); }
-  void reset() {
-    if (ops_) ops_->destroy(buffer_);
-    ops_ = nullptr;
-  }
-
- private:
-  struct operations {
-    void (*invoke)(void*);
-    void (*destroy)(void*);
-    void (*move)(void* from, void* to);
-  };
-  template <class Fn>
-  static constexpr operations inline_ops = {[](void* p) { (*static_cast<Fn*>(p))(); },
-                                            [](void* p) { static_cast<Fn*>(p)->~Fn(); },
-                                            [](void* from, void* to) {
-                                              ::new (to) Fn(std::move(*static_cast<Fn*>(from)));
-                                              static_cast<Fn*>(from)->~Fn();
-                                            }};
-  template <class Fn>
-  static constexpr operations heap_ops = {
-      [](void* p) { (**static_cast<Fn**>(p))(); }, [](void* p) { delete *static_cast<Fn**>(p); },
-      [](void* from, void* to) { *static_cast<Fn**>(to) = *static_cast<Fn**>(from); }};
-
-  alignas(std::max_align_t) unsigned char buffer_[1008];  // an assignment of three views fits
-  const operations* ops_ = nullptr;
-};
-
 // Enqueueing is one step for the whole process: the dependency bookkeeping of queued work
 // (queued.hpp) and the producer side of every stream's queue run under this lock, so that two host
 // threads enqueueing work on shared tensors cannot interleave. A spin lock, because the critical
@@ -126,28 +60,53 @@ class spin_lock {
   std::atomic<bool> locked_{false};
 };
 
-inline spin_lock enqueue_lock_instance;
+// On a cache line of its own: the line of an atomic that every enqueue exchanges must not be one
+// that other threads read (guard variables of function-local statics sit next to it otherwise).
+struct alignas(cache_line) padded_spin_lock : spin_lock {};
+inline padded_spin_lock enqueue_lock_instance;
 inline spin_lock& enqueue_lock() {
   return enqueue_lock_instance;
 }
 
-// An unbounded single-producer, single-consumer queue of tasks in fixed-size segments. The
-// producer (whoever holds enqueue_lock()) constructs a task in its slot and publishes it with one
-// store; the consumer (the stream's worker) runs it in place and resets the slot. Emptied segments
-// go to a free list that the producer takes from, so bursts of work reuse warm memory instead of
-// allocating (and page-faulting) fresh segments.
+// An unbounded single-producer, single-consumer queue of type-erased callables. Each task is a
+// record of whole cache lines (a header, then the callable, stored in place) packed into 64 KiB
+// segments: a task touches only the lines its captures need, the producer writes them sequentially
+// and asks for the lines ahead before it gets there, and the consumer reads and runs a task in
+// place without writing to its lines (so that they need not travel back and forth between the two
+// cores). The producer (whoever holds enqueue_lock()) publishes a task with one store. Emptied
+// segments go to a free list that the producer takes from, so bursts of work reuse warm memory
+// instead of allocating (and page-faulting) fresh segments.
 class task_queue {
-  static constexpr std::size_t segment_tasks = 32;
-  static constexpr int max_free_segments = 64;  // 2 MiB of idle slots at most
+  struct operations {
+    void (*invoke)(void*);
+    void (*destroy)(void*) noexcept;
+  };
+  struct alignas(16) header {
+    const operations* ops;  // null: the records go on in the next segment
+    std::size_t bytes;      // the record's size, header included: whole cache lines
+  };
+  static constexpr std::size_t segment_bytes = std::size_t{64} << 10;
+  static constexpr std::size_t capacity = segment_bytes - cache_line;
+  static constexpr std::size_t max_in_place = 4096;  // larger callables are stored on the heap
+  static constexpr std::size_t prefetch_distance = 16 * cache_line;
+  static constexpr int max_free_segments = 32;  // 2 MiB of idle segments at most
   struct segment {
-    task slots[segment_tasks];
+    alignas(cache_line) unsigned char bytes[capacity];
     segment* next = nullptr;
   };
 
+  template <class Fn>
+  static constexpr operations in_place_ops = {[](void* p) { (*static_cast<Fn*>(p))(); },
+                                              [](void* p) noexcept { static_cast<Fn*>(p)->~Fn(); }};
+  template <class Fn>
+  static constexpr operations heap_ops = {[](void* p) { (**static_cast<Fn**>(p))(); },
+                                          [](void* p) noexcept { delete *static_cast<Fn**>(p); }};
+
  public:
   task_queue() : head_(new segment), tail_(head_) {}
-  // Only once the consumer has stopped.
+  // Only once the consumer has stopped; destroys the tasks it did not run.
   ~task_queue() {
+    while (popped_ < pushed_) pop();
     while (head_) delete std::exchange(head_, head_->next);
     segment* f = free_.load(std::memory_order_acquire);
     while (f) delete std::exchange(f, f->next);
@@ -155,23 +114,28 @@ class task_queue {
   task_queue(const task_queue&) = delete;
   task_queue& operator=(const task_queue&) = delete;
 
-  // Producer: appends the work (a task, or a callable stored in its slot in place); returns its
-  // sequence number (1, 2, ...).
+  // Producer: stores the callable in the next record and publishes it; returns its sequence number
+  // (1, 2, ...). If constructing the callable throws, nothing is published.
   template <class F>
   std::uint64_t push(F&& work) {
-    if (tail_used_ == segment_tasks) {
-      segment* fresh = take_free();
-      tail_->next = fresh;  // published by the store below
-      tail_ = fresh;
-      tail_used_ = 0;
+    using Fn = std::decay_t<F>;
+    constexpr bool in_place = sizeof(Fn) <= max_in_place && alignof(Fn) <= alignof(header);
+    constexpr std::size_t payload = in_place ? sizeof(Fn) : sizeof(Fn*);
+    constexpr std::size_t bytes =
+        (sizeof(header) + payload + cache_line - 1) / cache_line * cache_line;
+    // A record always leaves a line for the header that says "next segment".
+    if (tail_offset_ + bytes + cache_line > capacity) next_segment();
+    unsigned char* at = tail_->bytes + tail_offset_;
+    void* body = at + sizeof(header);
+    if constexpr (in_place) {
+      ::new (body) Fn(std::forward<F>(work));
+      ::new (static_cast<void*>(at)) header{&in_place_ops<Fn>, bytes};
+    } else {
+      *static_cast<Fn**>(body) = new Fn(std::forward<F>(work));
+      ::new (static_cast<void*>(at)) header{&heap_ops<Fn>, bytes};
     }
-    task& slot = tail_->slots[tail_used_];
-    if (tail_used_ + 2 < segment_tasks) prefetch_for_write(tail_->slots[tail_used_ + 2]);
-    if constexpr (std::is_same_v<std::decay_t<F>, task>)
-      slot = std::move(work);
-    else
-      slot.emplace(std::forward<F>(work));
-    ++tail_used_;
+    tail_offset_ += bytes;
+    prefetch_ahead();
     // seq_cst: waiter::notify, called next, must not read the sleeper count before this store.
     published_.store(++pushed_, std::memory_order_seq_cst);
     return pushed_;
@@ -180,19 +144,49 @@ class task_queue {
   // Tasks published so far (any thread).
   std::uint64_t published() const { return published_.load(std::memory_order_acquire); }
 
-  // Consumer: the oldest task not yet popped (only while published() says there is one).
-  task& front() {
-    if (head_used_ == segment_tasks) {
-      segment* done = std::exchange(head_, head_->next);
-      head_used_ = 0;
-      give_free(done);
-    }
-    return head_->slots[head_used_];
+  // Consumer: runs the oldest task not yet popped (only while published() says there is one).
+  void run_front() {
+    header* h = front();
+    h->ops->invoke(reinterpret_cast<unsigned char*>(h) + sizeof(header));
   }
-  // Consumer: destroys the front task.
-  void pop() { head_->slots[head_used_++].reset(); }
+  // Consumer: destroys the oldest task.
+  void pop() noexcept {
+    header* h = front();
+    h->ops->destroy(reinterpret_cast<unsigned char*>(h) + sizeof(header));
+    head_offset_ += h->bytes;
+    ++popped_;
+  }
 
  private:
+  header* front() noexcept {
+    auto* h = std::launder(reinterpret_cast<header*>(head_->bytes + head_offset_));
+    if (h->ops) return h;
+    give_free(std::exchange(head_, head_->next));
+    head_offset_ = 0;
+    return std::launder(reinterpret_cast<header*>(head_->bytes));
+  }
+
+  void next_segment() {
+    segment* fresh = take_free();
+    // The consumer reads this header only after a later store of published_ (release) says a task
+    // follows it.
+    ::new (static_cast<void*>(tail_->bytes + tail_offset_)) header{nullptr, 0};
+    tail_->next = fresh;
+    tail_ = fresh;
+    tail_offset_ = 0;
+    prefetched_ = 0;
+  }
+
+  // The consumer last touched these lines, so the producer's stores to them miss; asking for them
+  // a few records ahead (for writing) lets the misses overlap the enqueueing work in between
+  // instead of stalling the next locked instruction (the enqueue lock, the publishing store).
+  void prefetch_ahead() noexcept {
+    const std::size_t ahead = tail_offset_ + prefetch_distance;
+    const std::size_t end = ahead < capacity ? ahead : capacity;
+    for (; prefetched_ < end; prefetched_ += cache_line)
+      __builtin_prefetch(tail_->bytes + prefetched_, 1, 3);
+  }
+
   // The free list is a stack with one pusher (the consumer) and one popper (the producer), so a
   // popped node cannot come back between the popper's read and its compare-exchange (no ABA).
   segment* take_free() {
@@ -204,7 +198,7 @@ class task_queue {
     top->next = nullptr;
     return top;
   }
-  void give_free(segment* s) {
+  void give_free(segment* s) noexcept {
     if (free_count_.load(std::memory_order_relaxed) >= max_free_segments) {
       delete s;
       return;
@@ -215,19 +209,12 @@ class task_queue {
       ;
   }
 
-  // The consumer last touched a slot, so the producer's stores to it miss; asking for the lines
-  // two tasks ahead lets those misses overlap the enqueueing work in between instead of stalling
-  // the next locked instruction (the enqueue lock, the publishing store).
-  static void prefetch_for_write(const task& t) {
-    const char* p = reinterpret_cast<const char*>(&t);
-    for (std::size_t line = 0; line < sizeof(task); line += cache_line)
-      __builtin_prefetch(p + line, 1, 3);
-  }
-
   segment* head_;  // consumer's
-  std::size_t head_used_ = 0;
+  std::size_t head_offset_ = 0;
+  std::uint64_t popped_ = 0;
   alignas(cache_line) segment* tail_;  // producer's, on its own cache line
-  std::size_t tail_used_ = 0;
+  std::size_t tail_offset_ = 0;
+  std::size_t prefetched_ = 0;
   std::uint64_t pushed_ = 0;
   alignas(cache_line) std::atomic<std::uint64_t> published_{0};
   alignas(cache_line) std::atomic<segment*> free_{nullptr};
@@ -244,12 +231,13 @@ class stream_state {
   const std::string& name() const { return name_; }
 
   // Appends work; returns its sequence number (1, 2, ...). Throws if the stream was closed.
-  std::uint64_t enqueue(task work) {
+  template <class F>
+  std::uint64_t enqueue(F&& work) {
     std::lock_guard lock(enqueue_lock());
-    return enqueue_locked(std::move(work));
+    return enqueue_locked(std::forward<F>(work));
   }
-  // The same, for a caller that holds enqueue_lock(), with a task or any callable (stored in its
-  // queue slot in place). Wakes the worker only if it sleeps.
+  // The same, for a caller that holds enqueue_lock(); the callable is stored in its queue record in
+  // place. Wakes the worker only if it sleeps.
   template <class F>
   std::uint64_t enqueue_locked(F&& work) {
     if (closed_.load(std::memory_order_relaxed)) closed_error();
@@ -312,9 +300,8 @@ class stream_state {
         if (closing) return;
         continue;
       }
-      task& work = queue_.front();
       try {
-        work();
+        queue_.run_front();
       } catch (...) {
         std::lock_guard lock(error_mutex_);
         if (!error_) error_ = std::current_exception();
@@ -427,16 +414,16 @@ class stream {
   /// Runs work() on the stream's worker, after everything enqueued before.
   template <class F>
   event enqueue(F&& work) {
-    return event(state_, state_->enqueue(detail::task(std::forward<F>(work))));
+    return event(state_, state_->enqueue(std::forward<F>(work)));
   }
   /// An event that completes when the work enqueued so far has run.
   event record() {
-    return event(state_, state_->enqueue(detail::task([] {})));
+    return event(state_, state_->enqueue([] {}));
   }
   /// Makes this stream wait (not the host) until e is complete.
   void wait(const event& e) {
     if (e.recorded() && e.stream_id() != state_.get() && !e.ready())
-      state_->enqueue(detail::task([e] { e.wait_quietly(); }));
+      state_->enqueue([e] { e.wait_quietly(); });
   }
   /// Waits until the stream's work has run; rethrows the first error it raised.
   void synchronize() {
