@@ -140,11 +140,19 @@ class stream_access {
   template <class Out>
   void dependencies(const stream_state* on, bool write, Out& out) const {
     auto add = [&](const stream_mark& m) {
-      if (m.stream && m.stream.get() != on && m.pending()) out.push_back(m.as_event());
+      if (pending_elsewhere(m, on)) out.push_back(m.as_event());
     };
     add(last_write_);
     if (write)
       for (const stream_mark& r : reads_) add(r);
+  }
+  // Whether work on `on` must wait for some (dependencies() lists them).
+  bool depends(const stream_state* on, bool write) const {
+    if (pending_elsewhere(last_write_, on)) return true;
+    if (write)
+      for (const stream_mark& r : reads_)
+        if (pending_elsewhere(r, on)) return true;
+    return false;
   }
   void record_write(const std::shared_ptr<stream_state>& on, std::uint64_t seq) {
     if (last_write_.stream != on) last_write_.stream = on;
@@ -163,6 +171,10 @@ class stream_access {
   }
 
  private:
+  static bool pending_elsewhere(const stream_mark& m, const stream_state* on) {
+    return m.stream && m.stream.get() != on && m.pending();
+  }
+
   std::shared_ptr<stream_state> home_;
   stream_mark last_write_;
   std::vector<stream_mark> reads_;  // at most one per stream
@@ -179,21 +191,26 @@ class ordered_enqueue {
   using list = small_list<Access*, 8>;
   ordered_enqueue(const std::shared_ptr<stream_state>* on, const list& reads, const list& writes)
       : lock_(enqueue_lock()), reads_(reads), writes_(writes), on_(on) {
-    auto home_of = [&](Access* a) {
-      if (!on_) on_ = &a->home_locked();  // a home is not changed under the lock
-    };
-    writes.for_each(home_of);
-    reads.for_each(home_of);
-    if (!on_) {
-      fallback_ = Access::home_type::current();
-      on_ = &fallback_;
+    if (!on_) {  // a home is not changed under the lock
+      if (!writes.empty())
+        on_ = &writes.front()->home_locked();
+      else if (!reads.empty())
+        on_ = &reads.front()->home_locked();
+      else
+        on_ = &(fallback_ = Access::home_type::current());
     }
+    // Work on one stream (the common case) waits for nothing: the event list is built only when
+    // some storage has pending work on another.
     stream_state* s = on_->get();
-    small_list<event, 8> waits;
-    reads.for_each([&](Access* a) { a->dependencies(s, false, waits); });
-    writes.for_each([&](Access* a) { a->dependencies(s, true, waits); });
-    if (!waits.empty())
+    bool waits_needed = false;
+    reads.for_each([&](Access* a) { waits_needed = waits_needed || a->depends(s, false); });
+    writes.for_each([&](Access* a) { waits_needed = waits_needed || a->depends(s, true); });
+    if (waits_needed) {
+      small_list<event, 8> waits;
+      reads.for_each([&](Access* a) { a->dependencies(s, false, waits); });
+      writes.for_each([&](Access* a) { a->dependencies(s, true, waits); });
       s->enqueue_locked([waits] { waits.for_each([](const event& e) { e.wait_quietly(); }); });
+    }
   }
   ordered_enqueue(const ordered_enqueue&) = delete;
   ordered_enqueue& operator=(const ordered_enqueue&) = delete;
@@ -319,12 +336,14 @@ auto expand_flat(const E& e, index_t n) {
   });
 }
 
-// The ordering state of every leaf of an expression.
+// The ordering state of every leaf of an expression, but `written`'s: work that reads and writes a
+// storage (y = x * 2 + y) is ordered as its write, which waits for everything a read would.
 template <class Access, class E>
-void leaf_accesses(const E& e, small_list<Access*, 8>& out) {
+void leaf_accesses(const E& e, small_list<Access*, 8>& out, const Access* written = nullptr) {
   for_each_leaf(e, [&](const auto& leaf) {
     if constexpr (requires { leaf.storage_ptr(); })
-      if (leaf.storage_ptr()) out.push_back(&leaf.storage_ptr()->access());
+      if (leaf.storage_ptr() && &leaf.storage_ptr()->access() != written)
+        out.push_back(&leaf.storage_ptr()->access());
   });
 }
 
@@ -353,7 +372,7 @@ struct queued_executor {
     check_devices("assignment", dst, e);
     access_list reads, writes;
     writes.push_back(&dst.storage_ptr()->access());
-    leaf_accesses(e, reads);
+    leaf_accesses(e, reads, writes.front());
     ordered order(on ? &on->state() : nullptr, reads, writes);
     if constexpr (flat_capturable_tree<E>) {
       if (dst.is_contiguous() && flat_capture_fits(e, dst.shape())) {
@@ -421,7 +440,7 @@ struct queued_executor {
     check_devices("assignment", dst, e);
     access_list reads, writes;
     writes.push_back(&dst.storage_ptr()->access());
-    leaf_accesses(e, reads);
+    leaf_accesses(e, reads, writes.front());
     ordered(nullptr, reads, writes)
         .push([target = borrowed_view(dst), captured = capture(e), axis] {
           Run::template reduce_axis<R>(target, captured, axis);
@@ -434,8 +453,8 @@ struct queued_executor {
     check_devices("gemm", c, a, b);
     access_list reads, writes;
     writes.push_back(&c.storage_ptr()->access());
-    leaf_accesses(a, reads);
-    leaf_accesses(b, reads);
+    leaf_accesses(a, reads, writes.front());
+    leaf_accesses(b, reads, writes.front());
     ordered(nullptr, reads, writes)
         .push([alpha, ca = capture(a), cb = capture(b), beta, target = borrowed_view(c)] {
           Run::gemm(alpha, ca, cb, beta, target);
