@@ -251,18 +251,24 @@ auto borrowed_view(const X& x) {
   return borrowed_view_of<typename X::element_type>(x);
 }
 
-// The expression with every leaf replaced by a read-only borrowed view (an lvalue tensor, held by
-// pointer in the expression, may be gone when the work runs; its storage is not).
-template <class E>
-auto capture(const E& e) {
-  return transform_leaves(e, [](const auto& leaf) {
-    using L = std::remove_cvref_t<decltype(leaf)>;
-    if constexpr (strided_leaf<L>) {
-      return borrowed_view_of<const value_t<L>>(leaf);
+// e with every tensor or view leaf x replaced by make(x); scalars are kept.
+template <class E, class Make>
+auto replace_strided_leaves(const E& e, const Make& make) {
+  return transform_leaves(e, [&](const auto& leaf) {
+    if constexpr (strided_leaf<std::remove_cvref_t<decltype(leaf)>>) {
+      return make(leaf);
     } else {
       return leaf;
     }
   });
+}
+
+// The expression with every leaf replaced by a read-only borrowed view (an lvalue tensor, held by
+// pointer in the expression, may be gone when the work runs; its storage is not).
+template <class E>
+auto capture(const E& e) {
+  return replace_strided_leaves(
+      e, [](const auto& leaf) { return borrowed_view_of<const value_t<decltype(leaf)>>(leaf); });
 }
 
 // A leaf of queued work that covers n contiguous elements: a pointer to them and to their storage
@@ -316,14 +322,8 @@ bool flat_capture_fits(const E& e, const shape_t& shape) {
 // same evaluation.
 template <class E>
 auto capture_flat(const E& e) {
-  return transform_leaves(e, [](const auto& leaf) {
-    using L = std::remove_cvref_t<decltype(leaf)>;
-    if constexpr (strided_leaf<L>) {
-      return flat_leaf_of<const value_t<L>>(leaf);
-    } else {
-      return leaf;
-    }
-  });
+  return replace_strided_leaves(
+      e, [](const auto& leaf) { return flat_leaf_of<const value_t<decltype(leaf)>>(leaf); });
 }
 template <class E>
 auto expand_flat(const E& e, index_t n) {
