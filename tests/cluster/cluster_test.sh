@@ -214,7 +214,20 @@ inner_fault() {
       # With --enable-recovery the survivors keep running: their collective must fail, naming
       # rank 1. Only the rank is killed here: where its daemon dies too, Open MPI 4.1 sometimes
       # ended the survivors itself before they could report (2 of ~25 runs on a loaded machine).
-      fault_run kill-rank 0 --enable-recovery -- "$@" "$timeout"
+      local attempt
+      for attempt in 1 2 3; do
+        fault_run kill-rank 0 --enable-recovery -- "$@" "$timeout"
+        # Open MPI 4.1's recovery mode sometimes (1 run in ~40 under CI load) ends the whole job
+        # itself about a second after the kill, with exit status 0 and "PMIX ERROR: BAD-PARAM" in
+        # pmix_event_notification.c, before any survivor can report. The program never exits 0
+        # (after a report it aborts with 4; it exits 2 or 3 otherwise) and a rank that crashes
+        # or hangs makes mpirun exit non-zero or wait for SIGTERM: so this outcome is Open MPI's,
+        # and the run is repeated (at most twice). Every other outcome is judged below.
+        [ -z "$survivors_t" ] && [ "$mpirun_termed" -eq 0 ] && [ "$mpirun_rc" = 0 ] || break
+        [ "$attempt" -lt 3 ] || fail "Open MPI ended the job itself in 3 runs out of 3"
+        echo "--- Open MPI ended the job itself (exit 0) before any survivor reported: run again"
+        rm -f "$log"
+      done
       [ -n "$survivors_t" ] || fail "the survivors did not report within $((2 * timeout + 1)) s"
       check_reports "${others[@]}"
       # Open MPI 4.1's mpirun, with recovery, does not end by itself once a daemon is lost, even
