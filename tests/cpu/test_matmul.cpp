@@ -561,3 +561,60 @@ BACKEND_TEST_CASE("integer matmul is exact", "[matmul]") {
       REQUIRE(c(i, j) == s);
     }
 }
+
+HOST_TEST_CASE("thin products with a long k (dot-product tiles) match a naive loop", "[matmul]") {
+  thread_count_guard guard;
+  // a row-major, b column-major (contiguous along k): the weight gradient's layout, where
+  // gemm_dot computes R x C dot products at a time over blocks of k (the last k elements that do
+  // not fill a vector added one by one; edge tiles; several blocks of k for the longest).
+  auto run = [](auto zero) {
+    using T = decltype(zero);
+    constexpr index_t W = index_t(meld::detail::batch_for<T>::size);
+    const index_t ms[] = {1, 3, 4, 5, 20, 33};
+    constexpr index_t widest = cpu_eval::gemm_tile<T>::nr / 4;  // the widest c it takes
+    const index_t ns[] = {1, 2, 3, widest - 1, widest};
+    const index_t ks[] = {4 * W, 4 * W + 1, 1000, 20007};
+    int pick = 0;
+    for (index_t m : ms)
+      for (index_t n : ns)
+        for (index_t k : ks) {
+          if (m * k > 200000 && n != 3) continue;  // the longest k for a few shapes only
+          ++pick;
+          const T alpha = pick % 2 ? T(1) : T(-0.5), beta = pick % 3 ? T(0) : T(1.5);
+          INFO("m " << m << " n " << n << " k " << k << " alpha " << alpha << " beta " << beta);
+          auto a = make_operand<T>(m, k, layout_kind::row_major, std::uint32_t(pick));
+          auto b = make_operand<T>(k, n, layout_kind::column_major, std::uint32_t(pick + 100));
+          auto c = make_operand<T>(m, n, all_layouts[pick % 4], std::uint32_t(pick + 200));
+          if (beta == T(0)) c.view = std::numeric_limits<T>::quiet_NaN();  // must be ignored
+          REQUIRE(cpu_eval::gemm_dot_fits(ref_of(a.view), ref_of(b.view), n, k));
+          const auto want = expected_gemm<T>(alpha, a.view, b.view, beta, c.view);
+          tensor<T> c0 = c.storage.clone();
+          meld::set_num_threads(1);
+          cpu_eval::gemm_dot<T>(alpha, ref_of(a.view), ref_of(b.view), beta, mutable_ref_of(c.view),
+                                1);
+          check_within(c.view, want);
+          tensor<T> one = c.storage.clone();
+          for (int threads : {2, 3}) {  // the same bits on more threads
+            meld::set_num_threads(threads);
+            meld::copy(c.storage, c0);
+            cpu_eval::gemm_dot<T>(alpha, ref_of(a.view), ref_of(b.view), beta,
+                                  mutable_ref_of(c.view), threads);
+            REQUIRE(std::memcmp(c.storage.data(), one.data(),
+                                sizeof(T) * std::size_t(one.size())) == 0);
+          }
+        }
+  };
+  SECTION("float") {
+    run(0.f);
+  }
+  SECTION("double") {
+    run(0.0);
+  }
+  SECTION("matmul takes that path and gives the naive loop's result") {
+    auto g = test::random_tensor<float>({20, 2 * 676 + 5}, 41);
+    auto col = test::random_tensor<float>({9, 2 * 676 + 5}, 42);
+    REQUIRE(cpu_eval::gemm_dot_fits(ref_of(g.view()), ref_of(col.transpose()), 9, g.shape()[1]));
+    tensor<float> dw = meld::matmul(g, col.transpose());
+    check_within(dw, expected_gemm<float>(1, g, col.transpose(), 0, dw));
+  }
+}

@@ -21,7 +21,8 @@
 // bitwise identical for 1 or 64 threads.
 //
 // Integer types use the reference loop below, tiny products plain dot products; a row vector times
-// a matrix (or a matrix times a column vector) streams the matrix unpacked. With
+// a matrix (or a matrix times a column vector) streams the matrix unpacked, and a product with
+// few columns and a long k (a weight gradient) is computed as blocks of dot products. With
 // MELD_ENABLE_BLAS defined (the CMake option of that name), float and double go to the system BLAS
 // when their strides allow it (gemm_blas.hpp).
 #pragma once
@@ -377,6 +378,103 @@ void gemm_row_vector(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T be
   }
 }
 
+// ---- a thin product with a long k -----------------------------------------------------------
+
+// The tile of gemm_dot: R rows of a times C columns of b, R C vector accumulators (plus R + 1
+// vectors of operands) within the register file.
+template <class T, class Arch = detail::simd_arch>
+struct gemm_dot_tile {
+  static constexpr int r = 4;
+  static constexpr int c = gemm_tile<T, Arch>::wide_register_file ? 3 : 2;
+};
+
+// Whether gemm_dot should compute c = a b (after gemm's orientation): a's rows and b's columns
+// contiguous along k, k long enough to fill vectors, and n so narrow that the packed kernel's
+// NR-wide tiles would mostly compute columns it throws away (n <= NR / 4).
+template <class T>
+bool gemm_dot_fits(matrix_ref<const T> a, matrix_ref<const T> b, index_t n, index_t k) {
+  using V = xsimd::batch<T, simd_arch>;
+  return a.cs == 1 && b.rs == 1 && n <= gemm_tile<T>::nr / 4 &&
+         k >= 4 * static_cast<index_t>(V::size);
+}
+
+// c (m x n) = alpha a b + beta c for a narrow c and a long k, with a's rows and b's columns
+// contiguous along k (gemm_dot_fits): e.g. the weight gradient of a convolution with few input
+// channels (conv 1 -> 20, 3 x 3: dW {20 x 9} = g {20 x 676 batch} col^T). There the packed kernel
+// computes 64-wide tiles of which 9 columns are kept, after packing col^T into panels that are
+// mostly zeros. Here each c_ij is a dot product of two contiguous rows, computed R x C at a time
+// (R + C vector loads for R C fused multiply-adds, in vector accumulators), over blocks of k that
+// stay in L2 while every tile passes over them; each tile's accumulators are kept between the
+// blocks. Threads split the tiles, never k: the same bits for any thread count.
+template <class T>
+void gemm_dot(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta, matrix_ref<T> c,
+              int threads) {
+  using V = xsimd::batch<T, simd_arch>;
+  constexpr index_t W = static_cast<index_t>(V::size);
+  constexpr int R = gemm_dot_tile<T>::r, C = gemm_dot_tile<T>::c;
+  const index_t m = c.rows, n = c.cols, k = a.cols;
+  const index_t k_vec = k / W * W;  // the vectorized part; the rest is added per element
+  const index_t row_tiles = ceil_div(m, R), col_tiles = ceil_div(n, C),
+                tiles = row_tiles * col_tiles;
+  // k in blocks whose rows of a and b (m + n of them) take half of L2.
+  const auto l2 = static_cast<index_t>(host_cache_sizes().l2);
+  const index_t kb =
+      std::max<index_t>(W * 64, l2 / 2 / (static_cast<index_t>(sizeof(T)) * (m + n)) / W * W);
+  // The accumulators of every tile between blocks (R C vectors each), then R C lane sums.
+  T* saved = gemm_workspace::local().get<T>(tiles * R * C * W);
+
+  auto run_tiles = [&](index_t t0, index_t t1) {
+    for (index_t p0 = 0; p0 < k_vec; p0 += kb) {
+      const index_t p1 = std::min(k_vec, p0 + kb);
+      for (index_t t = t0; t < t1; ++t) {
+        const index_t i0 = (t / col_tiles) * R, j0 = (t % col_tiles) * C;
+        // Rows and columns past the edge repeat the last one (computed, never stored).
+        const T* ar[R];
+        const T* bc[C];
+        unrolled<R>([&](auto r) { ar[r] = a.data + std::min<index_t>(i0 + r, m - 1) * a.rs; });
+        unrolled<C>([&](auto q) { bc[q] = b.data + std::min<index_t>(j0 + q, n - 1) * b.cs; });
+        T* keep = saved + t * (R * C * W);
+        V acc[R][C];
+        unrolled<R>([&](auto r) {
+          unrolled<C>([&](auto q) {
+            acc[r][q] = p0 == 0 ? V(T(0)) : V::load_aligned(keep + (r * C + q) * W);
+          });
+        });
+        for (index_t p = p0; p < p1; p += W) {
+          V bv[C];
+          unrolled<C>([&](auto q) { bv[q] = V::load_unaligned(bc[q] + p); });
+          unrolled<R>([&](auto r) {
+            const V av = V::load_unaligned(ar[r] + p);
+            unrolled<C>([&](auto q) { acc[r][q] = xsimd::fma(av, bv[q], acc[r][q]); });
+          });
+        }
+        unrolled<R>([&](auto r) {
+          unrolled<C>([&](auto q) { acc[r][q].store_aligned(keep + (r * C + q) * W); });
+        });
+      }
+    }
+    for (index_t t = t0; t < t1; ++t) {
+      const index_t i0 = (t / col_tiles) * R, j0 = (t % col_tiles) * C;
+      const T* keep = saved + t * (R * C * W);
+      for (index_t r = 0; r < R && i0 + r < m; ++r)
+        for (index_t q = 0; q < C && j0 + q < n; ++q) {
+          T s = T(0);
+          if (k_vec > 0)
+            for (index_t l = 0; l < W; ++l) s += keep[(r * C + q) * W + l];
+          const T* ai = a.data + (i0 + r) * a.rs;
+          const T* bj = b.data + (j0 + q) * b.cs;
+          for (index_t p = k_vec; p < k; ++p) s += ai[p] * bj[p];
+          T& to = c(i0 + r, j0 + q);
+          to = beta == T(0) ? alpha * s : alpha * s + beta * to;
+        }
+    }
+  };
+  const index_t tasks = threads > 1 ? std::min<index_t>(tiles, threads) : 1;
+  if (tasks == 1) return run_tiles(0, tiles);
+  thread_pool::global().parallel_for(
+      tasks, [&](index_t t) { run_tiles(tiles * t / tasks, tiles * (t + 1) / tasks); });
+}
+
 }  // namespace meld::detail::cpu_eval
 
 #if defined(MELD_ENABLE_BLAS) && MELD_ENABLE_BLAS
@@ -398,6 +496,7 @@ void gemm_oriented(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta
   const int threads =
       work < gemm_parallel_work || thread_pool::in_task() ? 1 : thread_pool::global().size();
   if (m == 1 && (b.cs == 1 || b.rs == 1)) return gemm_row_vector(alpha, a, b, beta, c, threads);
+  if (gemm_dot_fits(a, b, n, k)) return gemm_dot(alpha, a, b, beta, c, threads);
   gemm_blocked<T>(alpha, a, b, beta, c, default_gemm_blocking<T>(), threads);
 }
 
