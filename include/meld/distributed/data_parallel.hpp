@@ -58,8 +58,9 @@
 //     instead of waiting), and the step rethrows the exception that caused it. Afterwards the
 //     data_parallel refuses further steps.
 //   * The loss: step() returns an nn::loss_value, the mean over the whole minibatch. Its sums are
-//     allreduced on the model's backend with the gradients, so nothing is read back on the host
-//     until it is read (`double l = dp.step(...)` reads it at once; `auto l = ...` when logged).
+//     allreduced on the model's backend at the end of the last gradient bucket, so nothing is
+//     read back on the host until it is read (`double l = dp.step(...)` reads it at once;
+//     `auto l = ...` when logged).
 //
 // Here: the class; the buckets' packing and launching is in detail/bucket_engine.hpp, the threads
 // of threads mode in detail/worker_crew.hpp, the same-model check in detail/same_model.hpp.
@@ -181,6 +182,16 @@ class data_parallel {
   template <class Targets, class Loss>
   loss_type step(const tensor_type& inputs, const Targets& targets, const Loss& loss) {
     const index_t n = check_batch(inputs, targets, "step");
+    if (world_size() == 1 && n > 0 && inputs.device() == workers_[0]->device &&
+        targets.device() == workers_[0]->device) {
+      // One worker: its shard is the whole batch, used where it is (no copy).
+      check_usable();
+      if (window_start_) window_batches_ = 0;
+      const totals known{window_batches_ += static_cast<double>(n), static_cast<double>(n)};
+      return run_step([&](worker& w, bool sync, bool fresh) {
+        return worker_step(w, inputs, &targets, n, loss, sync, fresh, &known);
+      });
+    }
     return step_gathered<Targets>(
         n,
         [&](index_t lo, index_t hi, tensor_type& x, Targets& t) {
@@ -560,7 +571,7 @@ class data_parallel {
       }
     }
     stage_loss(w);
-    auto loss_request = c.allreduce_async(w.loss_sums, reduce_op::sum);
+    w.buckets->tail() = w.loss_sums;  // reduced with the last bucket
     w.buckets->start();
     if (run_backward) {
       if constexpr (nn::reports_ready_gradients<Model>) {
@@ -583,9 +594,10 @@ class data_parallel {
     const auto t2 = clock::now();
     for (std::size_t i = 0; i < w.params.size(); ++i)
       w.buckets->mark_ready(c, w.params, static_cast<int>(i), /*during_backward=*/false);
+    w.buckets->finish(c);
     if (counts_request) counts_request->wait();
-    loss_request.wait();
     w.buckets->wait();
+    w.loss_sums = w.buckets->tail();
     const auto t3 = clock::now();
     w.buckets->unpack_mean(w.params, w.counts[0]);
     w.timing = {seconds(clock::now() - t0),
@@ -640,7 +652,7 @@ class data_parallel {
     guarded([&](worker& w) {
       detail::dist::check_same_model(*w.comm, *w.model, options_.bucket_bytes);
       refresh(w);
-      w.buckets.emplace(plan_);
+      w.buckets.emplace(plan_, /*tail: the loss sums=*/2);
       // Rank 0's parameters (through the buckets) and buffers go to every rank.
       w.buckets->broadcast_parameters(*w.comm, w.params);
       for (tensor_type* b : w.buffers) w.comm->broadcast(*b, 0);
