@@ -10,7 +10,8 @@
 #     BUILD_DIR  a release build with examples/train_fashion_mnist built (default build/release)
 #     REPS       repetitions per side and thread count (default 3)
 #     LIMIT      training images per run (default 15000)
-#   THREADS="1 2" (the environment) chooses the thread counts; PYTHON the interpreter with torch
+#   MODEL=mlp (the environment) measures the example's MLP (784-256-128-10) instead of LeNet;
+#   THREADS="1 2" chooses the thread counts; PYTHON the interpreter with torch
 #   (default /usr/bin/python3). Without torch, meld alone is measured and the ratio is skipped.
 #   MELD_EXES="name=path ..." measures several builds of the example instead (e.g. before and
 #   after a change), each interleaved with the others and torch, one table row each.
@@ -21,6 +22,7 @@ build=${1:-build/release}
 reps=${2:-3}
 limit=${3:-15000}
 threads=${THREADS:-1 2}
+model=${MODEL:-lenet}
 python=${PYTHON:-/usr/bin/python3}
 exes=${MELD_EXES:-meld=$build/examples/train_fashion_mnist}
 
@@ -42,15 +44,15 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {
   else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 meld_run() {  # executable, threads -> samples/s
-  MELD_NUM_THREADS=$2 "$1" --model lenet --epochs 1 --limit "$limit" --threads "$2" 2>/dev/null |
+  MELD_NUM_THREADS=$2 "$1" --model "$model" --epochs 1 --limit "$limit" --threads "$2" 2>/dev/null |
     sed -n 's/.*samples_per_sec=\([0-9.]*\).*/\1/p'
 }
 torch_run() {
-  "$python" "$here/lenet_torch.py" --threads "$1" --limit "$limit" |
+  "$python" "$here/lenet_torch.py" --model "$model" --threads "$1" --limit "$limit" |
     sed -n 's/.*samples_per_sec=\([0-9.]*\).*/\1/p'
 }
 
-echo "LeNet, 1 epoch of $limit images, batch 256; samples/s, $reps interleaved repetitions"
+echo "$model, 1 epoch of $limit images, batch 256; samples/s, $reps interleaved repetitions"
 echo
 echo "| threads | build | meld (median) | torch (median) | meld / torch | meld runs | torch runs |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
