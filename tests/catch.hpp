@@ -10,11 +10,6 @@
 using Catch::Approx;
 #define MELD_CATCH_MAJOR 3
 #else
-// A test file that defines its own main() (GPU tests skip without a device) defines
-// MELD_CATCH_OWN_MAIN before including this header.
-#if defined(MELD_CATCH_OWN_MAIN)
-#define CATCH_CONFIG_RUNNER
-#endif
 #include <catch2/catch.hpp>
 #define MELD_CATCH_MAJOR 2
 #endif

@@ -1,3 +1,6 @@
-// The test runner's main() for Catch2 2.x; Catch2 3.x links Catch2::Catch2WithMain instead.
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+// The test programs' main(): Catch2's session (compiled once, in catch_runner.cpp).
+int meld_catch_session(int argc, char** argv);
+
+int main(int argc, char** argv) {
+  return meld_catch_session(argc, argv);
+}
