@@ -86,7 +86,7 @@
   static void FN()
 
 #define BACKEND_TEST_CASE(NAME, TAGS) \
-  MELD_BACKEND_TEST_CASE(NAME, TAGS, MELD_TEST_CAT(meld_backend_test_, __LINE__))
+  MELD_BACKEND_TEST_CASE(NAME, TAGS, MELD_TEST_CAT(meld_backend_test_, __COUNTER__))
 
 // The same for the asynchronous backends only (streams, events, futures, overlap).
 #if defined(MELD_TEST_CUDA)
@@ -110,14 +110,14 @@
   template <class B>                                 \
   static void FN()
 #define ASYNC_BACKEND_TEST_CASE(NAME, TAGS) \
-  MELD_ASYNC_BACKEND_TEST_CASE(NAME, TAGS, MELD_TEST_CAT(meld_backend_test_, __LINE__))
+  MELD_ASYNC_BACKEND_TEST_CASE(NAME, TAGS, MELD_TEST_CAT(meld_backend_test_, __COUNTER__))
 
 // A test of host-only behaviour in a generic suite's file: an ordinary test case, left out of the
 // CUDA build of the suite.
 #if defined(MELD_TEST_CUDA)
 #define HOST_TEST_CASE(NAME, TAGS) \
   template <class Unused>          \
-  [[maybe_unused]] static void MELD_TEST_CAT(meld_host_test_, __LINE__)()
+  [[maybe_unused]] static void MELD_TEST_CAT(meld_host_test_, __COUNTER__)()
 #else
 #define HOST_TEST_CASE(NAME, TAGS) TEST_CASE(NAME, TAGS)
 #endif

@@ -113,6 +113,12 @@ void check_elements(const X& result, F&& expected, double tol = 1e-5) {
   }
 }
 
+// Restores the global pool's thread count at the end of a test that changes it.
+struct thread_count_guard {
+  int saved = meld::num_threads();
+  ~thread_count_guard() { meld::set_num_threads(saved); }
+};
+
 // The exception message of f(), or "" if it does not throw E.
 template <class E, class F>
 std::string message_of(F&& f) {

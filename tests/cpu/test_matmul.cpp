@@ -175,10 +175,7 @@ namespace {
 
 namespace cpu_eval = meld::detail::cpu_eval;
 
-struct thread_count_guard {
-  int saved = meld::num_threads();
-  ~thread_count_guard() { meld::set_num_threads(saved); }
-};
+using test::thread_count_guard;
 
 // Element (i, j) of a rank-2 host tensor or view, by stride arithmetic (independent of meld).
 template <class X>

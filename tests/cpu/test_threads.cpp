@@ -10,12 +10,7 @@ using test::at;
 using test::check_elements;
 using test::index_list;
 
-namespace {
-struct thread_count_guard {
-  int saved = meld::num_threads();
-  ~thread_count_guard() { meld::set_num_threads(saved); }
-};
-}  // namespace
+using test::thread_count_guard;
 
 TEST_CASE("MELD_NUM_THREADS and set_num_threads choose the pool size", "[cpu]") {
   thread_count_guard guard;
