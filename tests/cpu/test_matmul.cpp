@@ -566,7 +566,7 @@ HOST_TEST_CASE("thin products with a long k (dot-product tiles) match a naive lo
   // not fill a vector added one by one; edge tiles; several blocks of k for the longest).
   auto run = [](auto zero) {
     using T = decltype(zero);
-    constexpr index_t W = index_t(meld::detail::batch_for<T>::size);
+    constexpr index_t W = index_t(xsimd::batch<T, meld::detail::simd_arch>::size);
     const index_t ms[] = {1, 3, 4, 5, 20, 33};
     constexpr index_t widest = cpu_eval::gemm_tile<T>::nr / 4;  // the widest c it takes
     const index_t ns[] = {1, 2, 3, widest - 1, widest};
