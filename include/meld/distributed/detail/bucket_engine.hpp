@@ -63,6 +63,7 @@ class bucket_engine {
         requests_(std::max<std::size_t>(plan.buckets.size(), 1)),
         ready_(plan.bucket_of.size(), 0),
         ready_count_(plan.buckets.size(), 0),
+        packed_(plan.buckets.size(), 1),
         tail_(tail) {
     for (const auto& bk : plan.buckets) data_.emplace_back(shape_t{bk.size});
     if (data_.empty()) data_.emplace_back(shape_t{0});
@@ -120,7 +121,8 @@ class bucket_engine {
 
   // Reduces the tail alone where the model has no parameters (call after marking them all).
   void finish(Comm& comm) {
-    if (plan_->buckets.empty() && tail_ > 0) comm.allreduce(data_.back(), reduce_op::sum);
+    if (plan_->buckets.empty() && tail_ > 0 && comm.size() > 1)
+      comm.allreduce(data_.back(), reduce_op::sum);
   }
 
   // Waits for every bucket's allreduce (call after every gradient was marked ready).
@@ -138,11 +140,13 @@ class bucket_engine {
         tensor_type& g = *params[static_cast<std::size_t>(bk.params[i])].grad;
         const index_t size = g.size();
         if (size == 0) continue;
-        if (total > 0)
+        if (total <= 0)
+          g = T(0);
+        else if (!packed_[b])  // a rank alone: the gradient is its own sum
+          g = g / static_cast<T>(total);
+        else
           g.flatten() =
               data_[b].slice(range(bk.offsets[i], bk.offsets[i] + size)) / static_cast<T>(total);
-        else
-          g = T(0);
       }
     }
   }
@@ -154,8 +158,11 @@ class bucket_engine {
       decltype(std::declval<Comm&>().allreduce_async(std::declval<tensor_type&>(), reduce_op::sum));
 
   void launch(Comm& comm, params_view params, std::size_t b, bool async) {
-    pack(params, b, /*grads=*/true);
     requests_[b].reset();
+    // A rank alone has nothing to add: its gradients stay where they are (no copy in or out).
+    packed_[b] = comm.size() > 1;
+    if (!packed_[b]) return;
+    pack(params, b, /*grads=*/true);
     if (async)
       requests_[b] = comm.allreduce_async(data_[b], reduce_op::sum);
     else
@@ -177,6 +184,7 @@ class bucket_engine {
   std::vector<std::optional<request_type>> requests_;
   std::vector<char> ready_;               // per parameter
   std::vector<std::size_t> ready_count_;  // per bucket: parameters ready
+  std::vector<char> packed_;              // per bucket: the gradients went through data_
   std::size_t next_ = 0;                  // the next bucket to start
   int launched_during_backward_ = 0;
   index_t tail_;
