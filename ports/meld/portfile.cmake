@@ -19,6 +19,7 @@ vcpkg_cmake_configure(
     -DMELD_BUILD_EXAMPLES=OFF
     -DMELD_BUILD_BENCHMARKS=OFF
     -DMELD_INSTALL=ON
+    -DMELD_BUILD_RUNTIME=OFF  # the port stays header-only (meld::runtime is a build option)
     ${FEATURE_OPTIONS}
 )
 vcpkg_cmake_install()

@@ -1,6 +1,6 @@
 # Installs meld into a fresh prefix, then uses it as a user would:
-#  1. the consumer project through find_package(meld 0.1 CONFIG REQUIRED COMPONENTS ...) (mpi
-#     where this build enables MPI), built and run;
+#  1. the consumer project through find_package(meld 0.1 CONFIG REQUIRED COMPONENTS ...) (runtime,
+#     and mpi where this build enables MPI), built and run, header-only and on meld::runtime;
 #  2. a component this installation lacks (cuda) and an unknown one must fail REQUIRED with a
 #     message naming them;
 #  3. the consumer compiled without CMake, with `pkg-config --cflags --libs meld`, and run.
@@ -13,8 +13,9 @@ set(prefix ${WORK}/prefix)
 run(${CMAKE_COMMAND} -S "${MELD_SOURCE}" -B "${WORK}/meld-build" -G "${GENERATOR}"
     -DCMAKE_CXX_COMPILER=${CXX} -DMELD_BUILD_TESTS=OFF -DMELD_BUILD_EXAMPLES=OFF
     -DMELD_BUILD_BENCHMARKS=OFF -DMELD_ENABLE_MPI=${MPI} -DCMAKE_INSTALL_PREFIX=${prefix})
+run(${CMAKE_COMMAND} --build "${WORK}/meld-build")  # the runtime library
 run(${CMAKE_COMMAND} --install "${WORK}/meld-build")
-foreach(f include/meld/meld.hpp include/meld/version.hpp share/doc/meld/LICENSE
+foreach(f include/meld/meld.hpp include/meld/version.hpp share/doc/meld/LICENSE lib/libmeld_runtime.a
           lib/cmake/meld/meldConfig.cmake share/pkgconfig/meld.pc)
   if(NOT EXISTS ${prefix}/${f})
     message(FATAL_ERROR "the install lacks ${f}")
@@ -22,15 +23,16 @@ foreach(f include/meld/meld.hpp include/meld/version.hpp share/doc/meld/LICENSE
 endforeach()
 
 # 1. find_package with the components this build has.
-set(components "")
+set(components runtime)
 if(MPI)
-  set(components mpi)
+  set(components runtime,mpi)
 endif()
 run(${CMAKE_COMMAND} -S "${MELD_SOURCE}/tests/package/consumer" -B "${WORK}/consumer-build"
     -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_BUILD_TYPE=Release "-DMELD_COMPONENTS=${components}")
 run(${CMAKE_COMMAND} --build "${WORK}/consumer-build")
 run("${WORK}/consumer-build/consumer")
+run("${WORK}/consumer-build/consumer_runtime")
 if(MPI)
   run("${WORK}/consumer-build/consumer_mpi")
 endif()

@@ -52,10 +52,13 @@ struct plan {
 // strides[n * max_rank] (operand k's axis d at k * max_rank + d, in bytes; entries past the rank
 // are left alone) and inner[n]; returns the rank. Not a template: compiled once whatever the
 // number of operands. Cold (optimized for size): it runs once per evaluation that needs a plan.
-[[gnu::cold]] MELD_ONCE inline int make_plan_into(int n, const shape_t& shape,
-                                                  const std::size_t* elem, const strides_t* in,
-                                                  bool separate_last, index_t* shape_out,
-                                                  index_t* strides_out, index_t* inner) {
+[[gnu::cold]] MELD_ONCE MELD_RUNTIME int make_plan_into(int n, const shape_t& shape,
+                                                        const std::size_t* elem,
+                                                        const strides_t* in, bool separate_last,
+                                                        index_t* shape_out, index_t* strides_out,
+                                                        index_t* inner)
+#if MELD_RUNTIME_DEFINITIONS
+{
   const int r = shape.size();
   int axes[max_rank];
   int count = 0;
@@ -99,6 +102,9 @@ struct plan {
     for (int d = 0; d < rank; ++d) stride(k, d) *= static_cast<index_t>(elem[k]);
   return rank;
 }
+#else
+    ;
+#endif
 
 // Operand k: its first element, element size and strides (in elements) over `shape`, broadcast
 // already. With separate_last, the last axis is kept apart (never merged, even of extent 1):

@@ -7,7 +7,10 @@ namespace meld {
 
 /// The shape that a and b broadcast to; throws shape_error naming `what` and both shapes. (Not
 /// inlined: every node of an expression calls it, and one copy is enough.)
-MELD_ONCE inline shape_t broadcast_shapes(const shape_t& a, const shape_t& b, const char* what) {
+MELD_ONCE MELD_RUNTIME shape_t broadcast_shapes(const shape_t& a, const shape_t& b,
+                                                const char* what)
+#if MELD_RUNTIME_DEFINITIONS
+{
   if (a == b) return a;  // the common case
   const int rank = std::max(a.size(), b.size());
   shape_t out = dims::filled(rank, 1);
@@ -22,6 +25,9 @@ MELD_ONCE inline shape_t broadcast_shapes(const shape_t& a, const shape_t& b, co
   checked_size(out, what);  // {2^40, 1} and {1, 2^40} are fine alone, not together
   return out;
 }
+#else
+    ;
+#endif
 
 /// True when `from` broadcasts to exactly `to` (numpy's broadcast_to rule).
 inline bool broadcasts_to(const shape_t& from, const shape_t& to) {

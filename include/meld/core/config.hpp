@@ -28,6 +28,27 @@
 #define MELD_ONCE MELD_NOINLINE
 #endif
 
+// The runtime: the non-template parts of meld (the thread pool, host memory, iteration plans, the
+// type-erased loops, error messages). By default every translation unit that uses a part compiles
+// it, as inline functions (header-only). With MELD_COMPILED_RUNTIME defined (linking the CMake
+// target meld::runtime defines it), the headers only declare it and the meld_runtime library
+// (src/runtime.cpp) holds the one definition: each translation unit skips the code generation of
+// the runtime, about 40 % of what a one-expression program compiles (benchmarks/RESULTS.md). A
+// program's translation units must all use the same mode.
+//   MELD_RUNTIME              on the declarations and definitions of the runtime's functions
+//   MELD_RUNTIME_DEFINITIONS  1 where the definitions are compiled: header-only, or the library
+#if defined(MELD_COMPILED_RUNTIME)
+#define MELD_RUNTIME
+#if defined(MELD_BUILDING_RUNTIME)
+#define MELD_RUNTIME_DEFINITIONS 1
+#else
+#define MELD_RUNTIME_DEFINITIONS 0
+#endif
+#else
+#define MELD_RUNTIME inline
+#define MELD_RUNTIME_DEFINITIONS 1
+#endif
+
 namespace meld {
 
 /// Signed, so that strides can be negative (reversed slices) and index arithmetic never wraps.

@@ -90,14 +90,19 @@ struct cat_arg {
     } else {
       kind = other;
       p = &v;
-      append = [](std::string& out, const void* q) { out += static_cast<const T*>(q)->str(); };
+      if constexpr (requires { &U::append_text; })
+        append = &U::append_text;  // compiled once (dims: in the runtime)
+      else
+        append = [](std::string& out, const void* q) { out += static_cast<const T*>(q)->str(); };
     }
   }
 };
 
 // The text of args[0 .. count): numbers as std::ostream writes them by default (%g for floating
 // point). Cold: it runs only on the way to an exception.
-[[gnu::cold]] MELD_NOINLINE inline std::string cat_list(const cat_arg* args, int count) {
+[[gnu::cold]] MELD_NOINLINE MELD_RUNTIME std::string cat_list(const cat_arg* args, int count)
+#if MELD_RUNTIME_DEFINITIONS
+{
   std::string out;
   char buffer[32];
   for (int k = 0; k < count; ++k) {
@@ -125,6 +130,9 @@ struct cat_arg {
   }
   return out;
 }
+#else
+    ;
+#endif
 
 // Any number of values as one string: cat("axis ", 3, " of rank ", 2).
 template <class... Args>
@@ -139,6 +147,13 @@ template <class E>
 [[noreturn]] [[gnu::cold]] MELD_ONCE void throw_list(const cat_arg* args, int count) {
   throw E(cat_list(args, count));
 }
+#if defined(MELD_COMPILED_RUNTIME)
+// The exceptions that meld throws: instantiated once, in the runtime library.
+extern template void throw_list<shape_error>(const cat_arg*, int);
+extern template void throw_list<index_error>(const cat_arg*, int);
+extern template void throw_list<allocation_error>(const cat_arg*, int);
+extern template void throw_list<std::invalid_argument>(const cat_arg*, int);
+#endif
 
 // throw E(cat(args...)), in the code of one call: raise<shape_error>("axis ", 3, " of rank ", 2).
 template <class E, class... Args>

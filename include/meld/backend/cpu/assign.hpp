@@ -81,10 +81,13 @@ inline void copy_row(void* ctx, char* const* rows, index_t, index_t n) {
 // once, whatever the expression. Cold (optimized for size): it is bookkeeping around the row
 // kernels, which keep their optimization, and most programs take the flat path; at -O3 the
 // planned path was a third of the code a one-expression program compiles.
-[[gnu::cold]] MELD_ONCE inline void assign_cursor(char* dst, std::size_t elem, const shape_t& shape,
-                                                  const strides_t& dst_strides,
-                                                  const planned_source& src,
-                                                  const leaf_info* leaves, int count) {
+[[gnu::cold]] MELD_ONCE MELD_RUNTIME void assign_cursor(char* dst, std::size_t elem,
+                                                        const shape_t& shape,
+                                                        const strides_t& dst_strides,
+                                                        const planned_source& src,
+                                                        const leaf_info* leaves, int count)
+#if MELD_RUNTIME_DEFINITIONS
+{
   const int n = 1 + count;
   // Operands beyond a small number live on the heap.
   constexpr int small = 8;
@@ -142,6 +145,9 @@ inline void copy_row(void* ctx, char* const* rows, index_t, index_t n) {
                         : src.row;
   run_chunks(p, size, chunks, dst, elem, fn, src.ctx, src.ctx_bytes);
 }
+#else
+    ;
+#endif
 
 // The flat fast path: dst and every leaf contiguous with one shape, read in place from ptrs[1..]
 // (ptrs[0] is dst). Returns false, doing nothing, when a leaf overlaps dst without being dst.
@@ -177,10 +183,13 @@ MELD_NOINLINE bool assign_flat(index_t n, char* const* ptrs, const std::size_t* 
 
 // dst (any layout, elements of `elem` bytes) = src, through a temporary when a leaf overlaps dst
 // other than element for element. Not a template, and cold, like assign_cursor.
-[[gnu::cold]] MELD_ONCE inline void assign_planned(char* dst, std::size_t elem,
-                                                   const shape_t& shape, const strides_t& strides,
-                                                   const planned_source& src,
-                                                   const leaf_info* leaves, int count) {
+[[gnu::cold]] MELD_ONCE MELD_RUNTIME void assign_planned(char* dst, std::size_t elem,
+                                                         const shape_t& shape,
+                                                         const strides_t& strides,
+                                                         const planned_source& src,
+                                                         const leaf_info* leaves, int count)
+#if MELD_RUNTIME_DEFINITIONS
+{
   const leaf_info out{dst, shape, strides, elem};
   if (!needs_temporary(out, leaves, count))
     return assign_cursor(dst, elem, shape, strides, src, leaves, count);
@@ -196,6 +205,9 @@ MELD_NOINLINE bool assign_flat(index_t n, char* const* ptrs, const std::size_t* 
   const leaf_info from{tmp.get(), shape, contiguous, elem};
   assign_cursor(dst, elem, shape, strides, copy, &from, 1);
 }
+#else
+    ;
+#endif
 
 // The typed part of the planned path: the cursor's row kernels.
 template <class T, class C>
@@ -262,6 +274,10 @@ void fill(T* data, index_t n, T value) {
     std::fill(data + b, data + e, value);
   });
 }
+#if defined(MELD_COMPILED_RUNTIME)
+extern template void fill(float*, index_t, float);  // in the runtime library
+extern template void fill(double*, index_t, double);
+#endif
 
 }  // namespace meld::detail::cpu_eval
 

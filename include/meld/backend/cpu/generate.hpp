@@ -16,6 +16,22 @@ MELD_NOINLINE void generate_range(V* out, index_t begin, index_t end, const G& g
   for (index_t i = begin; i < end; ++i) out[i] = static_cast<V>(g(i));
 }
 
+#if defined(MELD_COMPILED_RUNTIME)
+}  // namespace meld::detail::cpu_eval
+namespace meld::detail {
+template <class T>
+struct uniform_draw;  // tensor/random.hpp
+template <class T>
+struct normal_draw;
+}  // namespace meld::detail
+namespace meld::detail::cpu_eval {
+// The draws of meld::uniform and meld::normal in float and double: compiled in the runtime library.
+extern template void generate_range(float*, index_t, index_t, const uniform_draw<float>&);
+extern template void generate_range(double*, index_t, index_t, const uniform_draw<double>&);
+extern template void generate_range(float*, index_t, index_t, const normal_draw<float>&);
+extern template void generate_range(double*, index_t, index_t, const normal_draw<double>&);
+#endif
+
 template <class V, class G>
 void generate(V* out, index_t n, const G& g) {
   const index_t chunks = chunk_count(n, 20);

@@ -26,8 +26,10 @@ inline constexpr index_t piece_elems = 512;
 
 // Copies n elements of `elem` bytes between strided locations (strides in bytes). Called per
 // piece of up to piece_elems elements, so not inlined: one copy of its loops instead of three.
-MELD_ONCE inline void copy_elements(char* to, index_t to_stride, const char* from,
-                                    index_t from_stride, index_t n, index_t elem) {
+MELD_ONCE MELD_RUNTIME void copy_elements(char* to, index_t to_stride, const char* from,
+                                          index_t from_stride, index_t n, index_t elem)
+#if MELD_RUNTIME_DEFINITIONS
+{
   auto loop = [&](auto size) {
     if (from_stride == 0 && to_stride == index_t(decltype(size)::value)) {
       // Replicating one value (a broadcast operand) into a contiguous buffer: a fill, which the
@@ -66,14 +68,19 @@ MELD_ONCE inline void copy_elements(char* to, index_t to_stride, const char* fro
         std::memcpy(to + i * to_stride, from + i * from_stride, std::size_t(elem));
   }
 }
+#else
+    ;
+#endif
 
 // Walks the linear positions [begin, end) of a plan, calling fn on contiguous pieces of rows.
 // Operands contiguous along the row are passed in place (no copies at all when every operand is);
 // a broadcast operand (stride 0) is replicated into a buffer, a strided one is gathered (read) or
 // scattered back after fn (write). Cold (optimized for size, compiled once): its work per row is
 // a few pointer updates around fn and copy_elements, which keep their optimization.
-[[gnu::cold]] MELD_ONCE inline void run_rows(const plan_ref& p, index_t begin, index_t end,
-                                             row_fn fn, void* ctx) {
+[[gnu::cold]] MELD_ONCE MELD_RUNTIME void run_rows(const plan_ref& p, index_t begin, index_t end,
+                                                   row_fn fn, void* ctx)
+#if MELD_RUNTIME_DEFINITIONS
+{
   if (begin >= end) return;
   const int outer = p.rank - 1;
   const int n = p.operands;
@@ -163,6 +170,9 @@ MELD_ONCE inline void copy_elements(char* to, index_t to_stride, const char* fro
     }
   }
 }
+#else
+    ;
+#endif
 
 // Batch is an xsimd batch, or void for the scalar loop (mixed element types).
 template <class Batch>

@@ -55,54 +55,16 @@ class large_block_cache {
   static constexpr std::size_t capacity = std::size_t(1) << 30;
 
   /// The cache (never destroyed: tensors with static storage may be freed after it would be).
-  static large_block_cache& global() {
-    static large_block_cache* cache = new large_block_cache;
-    return *cache;
-  }
+  static large_block_cache& global();
 
   /// A cached block of exactly `rounded` bytes, or nullptr.
-  void* take(std::size_t rounded) {
-    std::lock_guard lock(mutex_);
-    for (std::size_t i = blocks_.size(); i-- > 0;)
-      if (blocks_[i].bytes == rounded) {
-        void* p = blocks_[i].data;
-        blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(i));
-        cached_ -= rounded;
-        return p;
-      }
-    return nullptr;
-  }
+  void* take(std::size_t rounded);
 
   /// Keeps a freed block of `rounded` bytes, freeing older ones beyond the capacity.
-  void give(void* p, [[maybe_unused]] std::size_t rounded) noexcept {
-#if MELD_ASAN_BUILD
-    std::free(p);
-#else
-    std::vector<void*> evicted;
-    {
-      std::lock_guard lock(mutex_);
-      try {
-        blocks_.push_back({p, rounded});
-      } catch (...) {  // no memory for the entry: free the block instead
-        std::free(p);
-        return;
-      }
-      cached_ += rounded;
-      std::size_t drop = 0;
-      while (cached_ > capacity) cached_ -= blocks_[drop++].bytes;
-      for (std::size_t i = 0; i < drop; ++i) std::free(blocks_[i].data);
-      blocks_.erase(blocks_.begin(), blocks_.begin() + static_cast<std::ptrdiff_t>(drop));
-    }
-#endif
-  }
+  void give(void* p, [[maybe_unused]] std::size_t rounded) noexcept;
 
   /// Frees every cached block (to give the memory back, e.g. between phases of a program).
-  void release() noexcept {
-    std::lock_guard lock(mutex_);
-    for (const auto& b : blocks_) std::free(b.data);
-    blocks_.clear();
-    cached_ = 0;
-  }
+  void release() noexcept;
 
   /// Bytes now cached.
   std::size_t cached_bytes() const {
@@ -120,16 +82,71 @@ class large_block_cache {
   std::size_t cached_ = 0;
 };
 
+#if MELD_RUNTIME_DEFINITIONS
+MELD_RUNTIME large_block_cache& large_block_cache::global() {
+  static large_block_cache* cache = new large_block_cache;
+  return *cache;
+}
+
+MELD_RUNTIME void* large_block_cache::take(std::size_t rounded) {
+  std::lock_guard lock(mutex_);
+  for (std::size_t i = blocks_.size(); i-- > 0;)
+    if (blocks_[i].bytes == rounded) {
+      void* p = blocks_[i].data;
+      blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(i));
+      cached_ -= rounded;
+      return p;
+    }
+  return nullptr;
+}
+
+MELD_RUNTIME void large_block_cache::give(void* p, [[maybe_unused]] std::size_t rounded) noexcept {
+#if MELD_ASAN_BUILD
+  std::free(p);
+#else
+  std::vector<void*> evicted;
+  {
+    std::lock_guard lock(mutex_);
+    try {
+      blocks_.push_back({p, rounded});
+    } catch (...) {  // no memory for the entry: free the block instead
+      std::free(p);
+      return;
+    }
+    cached_ += rounded;
+    std::size_t drop = 0;
+    while (cached_ > capacity) cached_ -= blocks_[drop++].bytes;
+    for (std::size_t i = 0; i < drop; ++i) std::free(blocks_[i].data);
+    blocks_.erase(blocks_.begin(), blocks_.begin() + static_cast<std::ptrdiff_t>(drop));
+  }
+#endif
+}
+
+MELD_RUNTIME void large_block_cache::release() noexcept {
+  std::lock_guard lock(mutex_);
+  for (const auto& b : blocks_) std::free(b.data);
+  blocks_.clear();
+  cached_ = 0;
+}
+#endif
+
 // `bytes` rounded up to the alignment cpu_allocate gives it.
-inline std::size_t cpu_rounded_size(std::size_t bytes) {
+MELD_RUNTIME std::size_t cpu_rounded_size(std::size_t bytes)
+#if MELD_RUNTIME_DEFINITIONS
+{
   const std::size_t align = bytes >= large_block ? huge_page : cache_line;
   const std::size_t rounded = (bytes + align - 1) / align * align;
   if (rounded < bytes)
     throw allocation_error(detail::cat("meld: cannot allocate ", bytes, " bytes"));
   return rounded;
 }
+#else
+    ;
+#endif
 
-inline void* cpu_allocate(std::size_t bytes) {
+MELD_RUNTIME void* cpu_allocate(std::size_t bytes)
+#if MELD_RUNTIME_DEFINITIONS
+{
   if (bytes == 0) return nullptr;
   const std::size_t align = bytes >= large_block ? huge_page : cache_line;
   const std::size_t rounded = cpu_rounded_size(bytes);
@@ -144,6 +161,9 @@ inline void* cpu_allocate(std::size_t bytes) {
 #endif
   return p;
 }
+#else
+    ;
+#endif
 
 }  // namespace detail
 
