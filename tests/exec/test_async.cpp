@@ -344,6 +344,21 @@ CPU_STREAM_TEST_CASE("an error on a worker is rethrown at the next synchronizati
   REQUIRE_THROWS_AS(x = x + ftensor({3}), meld::shape_error);
 }
 
+CPU_STREAM_TEST_CASE("reading a tensor reports its stream's error also after the work has run",
+                     "[exec]") {
+  using ftensor = meld::tensor<float, B>;
+  stream s("failed before the read");
+  meld::stream_guard guard(s);
+  ftensor x({100});
+  x = 1.f;
+  s.enqueue([] { throw std::bad_alloc(); });
+  x *= 3.f;
+  s.record().wait_quietly();  // everything has run; the error is still to be reported
+  REQUIRE_THROWS_AS(x.wait(), std::bad_alloc);
+  REQUIRE_NOTHROW(x.wait());  // reported once
+  REQUIRE(test::host(x)(0) == 3.f);
+}
+
 CPU_STREAM_TEST_CASE("the timer measures work, not the time to enqueue it", "[exec]") {
   stream s("timed");
   meld::stream_guard guard(s);

@@ -35,6 +35,10 @@ struct stream_mark {
   std::uint64_t seq = 0;
 
   bool pending() const { return stream && !stream->completed(seq); }
+  // Whether a host access must go through the stream: the work is pending, or the stream holds an
+  // error to report (the work may have run before the host looks: reading the tensor still
+  // reports it).
+  bool to_report() const { return stream && (!stream->completed(seq) || stream->has_error()); }
   event as_event() const { return event(stream, seq); }
 };
 
@@ -101,10 +105,10 @@ class stream_access {
     small_list<event, 8> waits;
     {
       std::lock_guard lock(enqueue_lock());
-      if (last_write_.pending()) waits.push_back(last_write_.as_event());
+      if (last_write_.to_report()) waits.push_back(last_write_.as_event());
       if (write)
         for (const stream_mark& r : reads_)
-          if (r.pending()) waits.push_back(r.as_event());
+          if (r.to_report()) waits.push_back(r.as_event());
     }
     waits.for_each([](const event& e) { e.wait(); });
   }

@@ -256,6 +256,9 @@ class stream_state {
     done_.wait([&] { return completed(seq); }, 2000);
   }
 
+  // Whether an error raised on the worker waits to be reported (take_error).
+  bool has_error() const { return has_error_.load(std::memory_order_acquire); }
+
   // The first error raised on the worker since the last call, cleared.
   std::exception_ptr take_error() {
     if (!has_error_.load(std::memory_order_acquire)) return nullptr;
