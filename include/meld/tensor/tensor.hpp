@@ -53,8 +53,8 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   template <expression E>
   requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>) explicit(
       detail::is_tensor<std::remove_cvref_t<E>>) tensor(E&& e) {
-    allocate(e.shape());
-    detail::assign_to_view(*this, e, "tensor construction");
+    allocate(e.shape());  // e.shape() checks that e's operands broadcast
+    detail::assign_checked(*this, e);
   }
 
   /// A deep copy (explicit: copies are never silent).
@@ -162,7 +162,8 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   }
 
  private:
-  void allocate(const shape_t& shape) {
+  // Out of line: one copy per tensor type, not one at every construction.
+  MELD_NOINLINE void allocate(const shape_t& shape) {
     const index_t n = checked_size(shape, "tensor");
     try {
       this->storage_ = n ? detail::make_storage<storage_type>(n) : nullptr;

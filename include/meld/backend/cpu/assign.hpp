@@ -224,6 +224,17 @@ void assign_planned(T* dst, const shape_t& shape, const strides_t& strides, cons
                  table.count);
 }
 
+// The planned path of assign below, out of line: most assignments take the flat path, and the
+// cursor with its table of leaves is sizeable code per expression. Not cold: GCC would then
+// optimize the row kernels whose addresses only this path takes (the streaming one) for size.
+template <class View, class E>
+MELD_NOINLINE void assign_planned(const View& dst, const E& e) {
+  using T = typename View::value_type;
+  leaf_table<cursor_t<E>::leaf_count> table;
+  const cursor_t<E> src = make_cursor(e, table);
+  assign_planned<T>(const_cast<T*>(dst.raw_data()), dst.shape(), dst.strides(), src, table);
+}
+
 template <class View, class E>
 void assign(const View& dst, const E& e) {
   using T = typename View::value_type;
@@ -254,9 +265,7 @@ void assign(const View& dst, const E& e) {
     if (e.shape() == dst.shape() && !reads_destination(dst, e))
       return reduce_axis<typename E::reducer_type>(dst, e.operand(), e.axis());
   }
-  leaf_table<C::leaf_count> table;
-  const C src = make_cursor(e, table);
-  assign_planned<T>(out, dst.shape(), dst.strides(), src, table);
+  assign_planned(dst, e);
 }
 
 // Fills n contiguous elements, in parallel for large n (first touch by the threads that will use

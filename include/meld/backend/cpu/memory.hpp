@@ -9,12 +9,16 @@
 
 #include <cstddef>
 #include <cstdlib>
-#include <mutex>
+#include <memory>
 #include <stdexcept>
-#include <string>
-#include <vector>
 
 #include "../../core/config.hpp"
+
+#if MELD_RUNTIME_DEFINITIONS
+#include <mutex>
+#include <vector>
+#endif
+
 #include "../../core/error.hpp"
 #include "../backend.hpp"
 #include "cpu.hpp"
@@ -67,34 +71,45 @@ class large_block_cache {
   void release() noexcept;
 
   /// Bytes now cached.
-  std::size_t cached_bytes() const {
-    std::lock_guard lock(mutex_);
-    return cached_;
-  }
+  std::size_t cached_bytes() const;
 
  private:
+  large_block_cache();
+  struct state;  // the blocks and their lock, defined with the runtime
+  std::unique_ptr<state> state_;
+};
+
+#if MELD_RUNTIME_DEFINITIONS
+struct large_block_cache::state {
   struct block {
     void* data;
     std::size_t bytes;
   };
-  mutable std::mutex mutex_;
-  std::vector<block> blocks_;  // oldest first
-  std::size_t cached_ = 0;
+  mutable std::mutex mutex;
+  std::vector<block> blocks;  // oldest first
+  std::size_t cached = 0;
 };
 
-#if MELD_RUNTIME_DEFINITIONS
+MELD_RUNTIME large_block_cache::large_block_cache() : state_(std::make_unique<state>()) {}
+
+MELD_RUNTIME std::size_t large_block_cache::cached_bytes() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->cached;
+}
+
 MELD_RUNTIME large_block_cache& large_block_cache::global() {
   static large_block_cache* cache = new large_block_cache;
   return *cache;
 }
 
 MELD_RUNTIME void* large_block_cache::take(std::size_t rounded) {
-  std::lock_guard lock(mutex_);
-  for (std::size_t i = blocks_.size(); i-- > 0;)
-    if (blocks_[i].bytes == rounded) {
-      void* p = blocks_[i].data;
-      blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(i));
-      cached_ -= rounded;
+  state& s = *state_;
+  std::lock_guard lock(s.mutex);
+  for (std::size_t i = s.blocks.size(); i-- > 0;)
+    if (s.blocks[i].bytes == rounded) {
+      void* p = s.blocks[i].data;
+      s.blocks.erase(s.blocks.begin() + static_cast<std::ptrdiff_t>(i));
+      s.cached -= rounded;
       return p;
     }
   return nullptr;
@@ -104,29 +119,28 @@ MELD_RUNTIME void large_block_cache::give(void* p, [[maybe_unused]] std::size_t 
 #if MELD_ASAN_BUILD
   std::free(p);
 #else
-  std::vector<void*> evicted;
-  {
-    std::lock_guard lock(mutex_);
-    try {
-      blocks_.push_back({p, rounded});
-    } catch (...) {  // no memory for the entry: free the block instead
-      std::free(p);
-      return;
-    }
-    cached_ += rounded;
-    std::size_t drop = 0;
-    while (cached_ > capacity) cached_ -= blocks_[drop++].bytes;
-    for (std::size_t i = 0; i < drop; ++i) std::free(blocks_[i].data);
-    blocks_.erase(blocks_.begin(), blocks_.begin() + static_cast<std::ptrdiff_t>(drop));
+  state& s = *state_;
+  std::lock_guard lock(s.mutex);
+  try {
+    s.blocks.push_back({p, rounded});
+  } catch (...) {  // no memory for the entry: free the block instead
+    std::free(p);
+    return;
   }
+  s.cached += rounded;
+  std::size_t drop = 0;
+  while (s.cached > capacity) s.cached -= s.blocks[drop++].bytes;
+  for (std::size_t i = 0; i < drop; ++i) std::free(s.blocks[i].data);
+  s.blocks.erase(s.blocks.begin(), s.blocks.begin() + static_cast<std::ptrdiff_t>(drop));
 #endif
 }
 
 MELD_RUNTIME void large_block_cache::release() noexcept {
-  std::lock_guard lock(mutex_);
-  for (const auto& b : blocks_) std::free(b.data);
-  blocks_.clear();
-  cached_ = 0;
+  state& s = *state_;
+  std::lock_guard lock(s.mutex);
+  for (const auto& b : s.blocks) std::free(b.data);
+  s.blocks.clear();
+  s.cached = 0;
 }
 #endif
 

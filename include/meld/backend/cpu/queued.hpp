@@ -38,7 +38,7 @@ struct stream_mark {
   // Whether a host access must go through the stream: the work is pending, or the stream holds an
   // error to report (the work may have run before the host looks: reading the tensor still
   // reports it).
-  bool to_report() const { return stream && (!stream->completed(seq) || stream->has_error()); }
+  bool to_report() const { return pending() || (stream && stream->has_error()); }
   event as_event() const { return event(stream, seq); }
 };
 

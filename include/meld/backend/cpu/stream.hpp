@@ -31,6 +31,7 @@
 #include "../../core/config.hpp"
 #include "../../core/error.hpp"
 #include "thread_pool.hpp"
+#include "waiter.hpp"
 
 namespace meld {
 

@@ -5,23 +5,34 @@
 // The pool serves one loop at a time. A loop started while the pool is busy (from another thread,
 // or from inside a task) runs on its calling thread alone: never a deadlock, never
 // oversubscription.
+//
+// The workers and their synchronization live behind a pointer, defined with the runtime: a
+// program on the compiled runtime does not parse <thread>, <mutex> and <condition_variable> for
+// every translation unit (a tenth of a one-expression program's compile time).
 #pragma once
 
-#include <algorithm>
 #include <atomic>
-#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+
+#include "../../core/config.hpp"
+
+#if MELD_RUNTIME_DEFINITIONS
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
-#include <string>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
-#include "../../core/config.hpp"
 #include "../../core/error.hpp"
+#include "waiter.hpp"
 
 #if defined(__linux__)
 #include <sched.h>
+#endif
 #endif
 
 #include "gcc12_warnings.hpp"  // push (the loop bodies are inlined into parallel_for)
@@ -29,14 +40,6 @@
 namespace meld {
 
 namespace detail {
-
-inline void cpu_relax() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_ia32_pause();
-#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
-  asm volatile("yield");
-#endif
-}
 
 // Cores this process may run on (the affinity mask, which containers and taskset restrict).
 MELD_RUNTIME int available_cores()
@@ -69,34 +72,8 @@ MELD_RUNTIME int default_thread_count()
     ;
 #endif
 
-// Spin-then-sleep waiting on a condition that other threads make true. Notifying is free while
-// nobody sleeps. (std::atomic::wait is avoided: libstdc++ 12 can lose its wakeups.)
-class waiter {
- public:
-  template <class Ready>
-  void wait(Ready ready, int spins) {
-    for (int i = 0; i < spins; ++i) {
-      if (ready()) return;
-      cpu_relax();
-    }
-    std::unique_lock lock(mutex_);
-    sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    cv_.wait(lock, ready);
-    sleepers_.fetch_sub(1, std::memory_order_relaxed);
-  }
-  // Call after making a condition true (with a seq_cst store or read-modify-write).
-  void notify() {
-    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
-      std::lock_guard lock(mutex_);
-      cv_.notify_all();
-    }
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::atomic<int> sleepers_{0};
-};
+// The pool's workers, its current job and their synchronization (defined with the runtime).
+struct thread_pool_state;
 
 }  // namespace detail
 
@@ -105,8 +82,8 @@ class waiter {
 class thread_pool {
  public:
   /// A pool of threads threads in all (threads - 1 workers and the caller).
-  explicit thread_pool(int threads) { start(threads); }
-  ~thread_pool() { stop(); }
+  explicit thread_pool(int threads);
+  ~thread_pool();
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
 
@@ -114,7 +91,7 @@ class thread_pool {
   static thread_pool& global();
 
   /// Threads that run a loop, the calling thread included.
-  int size() const { return static_cast<int>(workers_.size()) + 1; }
+  int size() const { return size_.load(std::memory_order_relaxed); }
 
   /// Changes the number of threads. Waits for a running loop to finish first.
   void resize(int threads);
@@ -135,10 +112,20 @@ class thread_pool {
   static bool in_task() { return in_task_; }
 
  private:
-  static constexpr int spin_limit = 4000;  // ~20-50 us of pause: covers back-to-back loops
+  friend struct detail::thread_pool_state;
+  using state = detail::thread_pool_state;
 
   // parallel_for of fn(ctx, i).
   void run(index_t tasks, void (*fn)(void*, index_t), void* ctx);
+
+  std::unique_ptr<state> state_;
+  std::atomic<int> size_{1};
+  static inline thread_local bool in_task_ = false;
+};
+
+#if MELD_RUNTIME_DEFINITIONS
+struct detail::thread_pool_state {
+  static constexpr int spin_limit = 4000;  // ~20-50 us of pause: covers back-to-back loops
 
   struct job {
     void (*fn)(void*, index_t) = nullptr;
@@ -151,27 +138,31 @@ class thread_pool {
   };
 
   void start(int threads);
-
   void stop();
-
   // Takes tasks of the current job until none are left.
   void work();
-
   void worker(std::uint64_t seen);
 
-  std::vector<std::thread> workers_;
-  job job_;
-  alignas(cache_line) std::atomic<std::uint64_t> generation_{0};
-  alignas(cache_line) std::atomic<int> active_{0};  // workers inside work()
-  alignas(cache_line) std::atomic<bool> busy_{false};
-  std::atomic<bool> quit_{false};
-  detail::waiter posted_;    // workers wait here for a job
-  detail::waiter finished_;  // the caller waits here for the tasks and the workers
-  std::mutex resize_mutex_;
-  static inline thread_local bool in_task_ = false;
+  std::vector<std::thread> workers;
+  job current;
+  alignas(cache_line) std::atomic<std::uint64_t> generation{0};
+  alignas(cache_line) std::atomic<int> active{0};  // workers inside work()
+  alignas(cache_line) std::atomic<bool> busy{false};
+  std::atomic<bool> quit{false};
+  detail::waiter posted;    // workers wait here for a job
+  detail::waiter finished;  // the caller waits here for the tasks and the workers
+  std::mutex resize_mutex;
 };
 
-#if MELD_RUNTIME_DEFINITIONS
+MELD_RUNTIME thread_pool::thread_pool(int threads) : state_(std::make_unique<state>()) {
+  state_->start(threads);
+  size_.store(threads, std::memory_order_relaxed);
+}
+
+MELD_RUNTIME thread_pool::~thread_pool() {
+  state_->stop();
+}
+
 MELD_RUNTIME thread_pool& thread_pool::global() {
   static thread_pool pool(detail::default_thread_count());
   return pool;
@@ -179,83 +170,88 @@ MELD_RUNTIME thread_pool& thread_pool::global() {
 
 MELD_RUNTIME void thread_pool::resize(int threads) {
   if (threads < 1) detail::raise<std::invalid_argument>("thread_pool: ", threads, " threads");
-  std::lock_guard lock(resize_mutex_);
-  while (busy_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
-  stop();
-  start(threads);
-  busy_.store(false, std::memory_order_release);
+  state& s = *state_;
+  std::lock_guard lock(s.resize_mutex);
+  while (s.busy.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+  s.stop();
+  s.start(threads);
+  size_.store(threads, std::memory_order_relaxed);
+  s.busy.store(false, std::memory_order_release);
 }
 
 MELD_NOINLINE MELD_RUNTIME void thread_pool::run(index_t tasks, void (*fn)(void*, index_t),
                                                  void* ctx) {
   if (tasks <= 0) return;
-  if (tasks == 1 || workers_.empty() || in_task_ ||
-      busy_.exchange(true, std::memory_order_acquire)) {
+  state& s = *state_;
+  if (tasks == 1 || s.workers.empty() || in_task_ ||
+      s.busy.exchange(true, std::memory_order_acquire)) {
     for (index_t i = 0; i < tasks; ++i) fn(ctx, i);
     return;
   }
-  job_.fn = fn;
-  job_.ctx = ctx;
-  job_.tasks = tasks;
-  job_.next.store(0, std::memory_order_relaxed);
-  job_.done.store(0, std::memory_order_relaxed);
-  job_.error = nullptr;
+  state::job& job = s.current;
+  job.fn = fn;
+  job.ctx = ctx;
+  job.tasks = tasks;
+  job.next.store(0, std::memory_order_relaxed);
+  job.done.store(0, std::memory_order_relaxed);
+  job.error = nullptr;
   // An odd generation opens the job to the workers.
-  generation_.fetch_add(1, std::memory_order_seq_cst);
-  posted_.notify();
+  s.generation.fetch_add(1, std::memory_order_seq_cst);
+  s.posted.notify();
 
   in_task_ = true;
-  work();
+  s.work();
   in_task_ = false;
-  finished_.wait([&] { return job_.done.load(std::memory_order_seq_cst) >= tasks; }, spin_limit);
+  s.finished.wait([&] { return job.done.load(std::memory_order_seq_cst) >= tasks; },
+                  state::spin_limit);
   // An even generation closes it; then wait for workers still inside work() to leave, so that
-  // the next job can rewrite job_ safely.
-  generation_.fetch_add(1, std::memory_order_seq_cst);
-  finished_.wait([&] { return active_.load(std::memory_order_seq_cst) == 0; }, spin_limit);
-  std::exception_ptr error = job_.error;
-  busy_.store(false, std::memory_order_release);
+  // the next job can rewrite the job safely.
+  s.generation.fetch_add(1, std::memory_order_seq_cst);
+  s.finished.wait([&] { return s.active.load(std::memory_order_seq_cst) == 0; }, state::spin_limit);
+  std::exception_ptr error = job.error;
+  s.busy.store(false, std::memory_order_release);
   if (error) std::rethrow_exception(error);
 }
 
-MELD_RUNTIME void thread_pool::start(int threads) {
-  quit_.store(false);
+MELD_RUNTIME void detail::thread_pool_state::start(int threads) {
+  quit.store(false);
   // Workers start from the current generation: a job or a stop posted before a new thread
   // first runs is still seen by it.
-  const std::uint64_t now = generation_.load(std::memory_order_seq_cst);
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, now] { worker(now); });
+  const std::uint64_t now = generation.load(std::memory_order_seq_cst);
+  for (int i = 1; i < threads; ++i) workers.emplace_back([this, now] { worker(now); });
 }
 
-MELD_RUNTIME void thread_pool::stop() {
-  quit_.store(true);
-  generation_.fetch_add(2, std::memory_order_seq_cst);  // stays even: no job is opened
-  posted_.notify();
-  for (auto& w : workers_) w.join();
-  workers_.clear();
+MELD_RUNTIME void detail::thread_pool_state::stop() {
+  quit.store(true);
+  generation.fetch_add(2, std::memory_order_seq_cst);  // stays even: no job is opened
+  posted.notify();
+  for (auto& w : workers) w.join();
+  workers.clear();
 }
 
-MELD_RUNTIME void thread_pool::work() {
-  const index_t tasks = job_.tasks;
-  for (index_t i; (i = job_.next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
+MELD_RUNTIME void detail::thread_pool_state::work() {
+  const index_t tasks = current.tasks;
+  for (index_t i; (i = current.next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
     try {
-      job_.fn(job_.ctx, i);
+      current.fn(current.ctx, i);
     } catch (...) {
-      std::lock_guard lock(job_.error_mutex);
-      if (!job_.error) job_.error = std::current_exception();
+      std::lock_guard lock(current.error_mutex);
+      if (!current.error) current.error = std::current_exception();
     }
-    if (job_.done.fetch_add(1, std::memory_order_seq_cst) + 1 == tasks) finished_.notify();
+    if (current.done.fetch_add(1, std::memory_order_seq_cst) + 1 == tasks) finished.notify();
   }
 }
 
-MELD_RUNTIME void thread_pool::worker(std::uint64_t seen) {
-  in_task_ = true;
+MELD_RUNTIME void detail::thread_pool_state::worker(std::uint64_t seen) {
+  thread_pool::in_task_ = true;
   for (;;) {
-    posted_.wait([&] { return generation_.load(std::memory_order_seq_cst) != seen; }, spin_limit);
-    seen = generation_.load(std::memory_order_acquire);
-    if (quit_.load(std::memory_order_acquire)) return;
+    posted.wait([&] { return generation.load(std::memory_order_seq_cst) != seen; }, spin_limit);
+    seen = generation.load(std::memory_order_acquire);
+    if (quit.load(std::memory_order_acquire)) return;
     if (seen % 2 == 0) continue;  // a closed job
-    active_.fetch_add(1, std::memory_order_seq_cst);
-    if (generation_.load(std::memory_order_seq_cst) == seen) work();
-    if (active_.fetch_sub(1, std::memory_order_seq_cst) == 1) finished_.notify();
+    active.fetch_add(1, std::memory_order_seq_cst);
+    if (generation.load(std::memory_order_seq_cst) == seen) work();
+    if (active.fetch_sub(1, std::memory_order_seq_cst) == 1) finished.notify();
   }
 }
 #endif

@@ -1,6 +1,5 @@
 // What the CPU communicators share: requests (the handles of asynchronous collectives), the
-// progress queue that runs a rank's asynchronous collectives in order on a background thread,
-// and a waiter that sleeps with a deadline.
+// progress queue that runs a rank's asynchronous collectives in order on a background thread.
 #pragma once
 
 #include <atomic>
@@ -15,7 +14,7 @@
 #include <thread>
 #include <utility>
 
-#include "../../backend/cpu/thread_pool.hpp"
+#include "../../backend/cpu/waiter.hpp"
 #include "../../core/config.hpp"
 #include "../comm_error.hpp"
 #include "../communicator.hpp"
@@ -40,31 +39,6 @@ struct request_state {
     }
     cv.notify_all();
   }
-};
-
-// Sleeps until a condition that other threads make true, or a deadline. Notifying costs one
-// atomic load while nobody sleeps.
-class timed_waiter {
- public:
-  template <class Ready>
-  void wait_until(Ready ready, clock::time_point deadline) {
-    std::unique_lock lock(mutex_);
-    sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    cv_.wait_until(lock, deadline, ready);
-    sleepers_.fetch_sub(1, std::memory_order_relaxed);
-  }
-  // Call after making a condition true with a seq_cst store or read-modify-write.
-  void notify() {
-    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
-      std::lock_guard lock(mutex_);
-      cv_.notify_all();
-    }
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::atomic<int> sleepers_{0};
 };
 
 // A scratch buffer that grows on demand (64-byte aligned).

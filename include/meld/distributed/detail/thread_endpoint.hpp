@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../backend/cpu/thread_pool.hpp"
+#include "../../backend/cpu/waiter.hpp"
 #include "../communicator.hpp"
 #include "progress.hpp"
 
@@ -44,7 +44,7 @@ struct alignas(cache_line) tc_slot {
   // Inside a collective: the rank may be reading its peers' buffers.
   std::atomic<bool> inside{false};
   tc_entry entries[2];
-  timed_waiter waiter;
+  waiter wakeup;  // the rank sleeps here while it waits for its peers
   std::mutex last_mutex;
   call_info last;  // the latest collective this rank entered (for error messages)
 };
@@ -78,7 +78,7 @@ struct tc_state {
         aborted.store(true, std::memory_order_seq_cst);
       }
     }
-    for (int q = 0; q < size; ++q) slots[q].waiter.notify();
+    for (int q = 0; q < size; ++q) slots[q].wakeup.notify();
   }
 };
 
@@ -142,14 +142,14 @@ class thread_endpoint {
     }
     me.progress.store(seq_base(call.seq), std::memory_order_seq_cst);
     for (int q = 0; q < size(); ++q)
-      if (q != rank_) slot_of(q).waiter.notify();
+      if (q != rank_) slot_of(q).wakeup.notify();
     if (debug()) check_calls(call);
   }
 
   void advance(std::uint64_t value) {
     slot_of(rank_).progress.store(value, std::memory_order_seq_cst);
-    slot_of(left()).waiter.notify();
-    if (right() != left()) slot_of(right()).waiter.notify();
+    slot_of(left()).wakeup.notify();
+    if (right() != left()) slot_of(right()).wakeup.notify();
   }
 
   // What rank `peer` published for `call`, once it has arrived, checked against this rank's call:
@@ -235,7 +235,7 @@ class thread_endpoint {
       if (round < 64)
         std::this_thread::yield();
       else
-        slot_of(rank_).waiter.wait_until(
+        slot_of(rank_).wakeup.wait_until(
             ready, std::min(deadline, clock::now() + std::chrono::milliseconds(5)));
       const auto now = clock::now();
       const std::uint64_t cur = p.load(std::memory_order_acquire);

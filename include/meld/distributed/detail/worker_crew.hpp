@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../backend/cpu/thread_pool.hpp"
+#include "../../backend/cpu/waiter.hpp"
 
 namespace meld::detail::dist {
 
