@@ -91,7 +91,7 @@ class thread_pool {
   static thread_pool& global();
 
   /// Threads that run a loop, the calling thread included.
-  int size() const { return size_.load(std::memory_order_relaxed); }
+  int size() const;
 
   /// Changes the number of threads. Waits for a running loop to finish first.
   void resize(int threads);
@@ -119,7 +119,6 @@ class thread_pool {
   void run(index_t tasks, void (*fn)(void*, index_t), void* ctx);
 
   std::unique_ptr<state> state_;
-  std::atomic<int> size_{1};
   static inline thread_local bool in_task_ = false;
 };
 
@@ -156,11 +155,14 @@ struct detail::thread_pool_state {
 
 MELD_RUNTIME thread_pool::thread_pool(int threads) : state_(std::make_unique<state>()) {
   state_->start(threads);
-  size_.store(threads, std::memory_order_relaxed);
 }
 
 MELD_RUNTIME thread_pool::~thread_pool() {
   state_->stop();
+}
+
+MELD_RUNTIME int thread_pool::size() const {
+  return static_cast<int>(state_->workers.size()) + 1;
 }
 
 MELD_RUNTIME thread_pool& thread_pool::global() {
@@ -175,7 +177,6 @@ MELD_RUNTIME void thread_pool::resize(int threads) {
   while (s.busy.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
   s.stop();
   s.start(threads);
-  size_.store(threads, std::memory_order_relaxed);
   s.busy.store(false, std::memory_order_release);
 }
 

@@ -16,9 +16,8 @@ inline void cpu_relax() {
 #endif
 }
 
-// Also sleeps until a deadline (wait_until, without spinning). Notifying is free while nobody
-// sleeps. (std::atomic::wait is avoided: libstdc++ 12 can lose its
-// wakeups.)
+// wait spins, then sleeps; wait_until sleeps until the condition or a deadline. Notifying is free
+// while nobody sleeps. (std::atomic::wait is avoided: libstdc++ 12 can lose its wakeups.)
 class waiter {
  public:
   template <class Ready>
