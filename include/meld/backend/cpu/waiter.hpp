@@ -16,6 +16,20 @@ inline void cpu_relax() {
 #endif
 }
 
+// Spins until ready() or until TimePoint's clock passes `until` (read every 256 spins, so that a
+// short spin costs no clock reads); returns whether ready() holds. For waits that are usually
+// short where the waiting thread has a core of its own: waking a sleeping thread costs more than
+// a fraction of a millisecond of spinning in a virtual machine (the futex wake-up and the halted
+// vCPU's start).
+template <class Ready, class TimePoint>
+bool spin_until(Ready ready, TimePoint until) {
+  for (int i = 1; !ready(); ++i) {
+    cpu_relax();
+    if (i % 256 == 0 && TimePoint::clock::now() > until) return ready();
+  }
+  return true;
+}
+
 // wait spins, then sleeps; wait_until sleeps until the condition or a deadline. Notifying is free
 // while nobody sleeps. (std::atomic::wait is avoided: libstdc++ 12 can lose its wakeups.)
 class waiter {

@@ -164,6 +164,13 @@ class thread_endpoint {
     return e;
   }
 
+  // How long a rank spins for a peer before it sleeps, where every rank has a core (as long as
+  // worker_crew's threads spin between steps). A peer that enters a collective late is usually a
+  // fraction of a millisecond behind (data_parallel's workers reach their gradient allreduce after
+  // the same backward pass), and a rank that slept makes the peer that wakes it wait for its
+  // wake-up in the collective's first step (benchmarks/RESULTS.md, issue 14's sixth session).
+  static constexpr auto spin_time = std::chrono::microseconds(1000);
+
   // Waits until rank `peer` has published progress >= target.
   void await(int peer, std::uint64_t target, const call_info& call) {
     const std::atomic<std::uint64_t>& p = slot_of(peer).progress;
@@ -171,11 +178,8 @@ class thread_endpoint {
       return p.load(std::memory_order_acquire) >= target ||
              st_->aborted.load(std::memory_order_relaxed);
     };
-    if (!ready()) {
-      if (st_->spin)
-        for (int i = 0; i < 1000 && !ready(); ++i) cpu_relax();
-      if (!ready()) sleep_until_ready(peer, target, call, ready);
-    }
+    if (!ready() && !(st_->spin && spin_until(ready, clock::now() + spin_time)))
+      sleep_until_ready(peer, target, call, ready);
     // A collective that can still complete does; one that waits for a failed group throws.
     if (p.load(std::memory_order_acquire) < target) throw_aborted(call);
   }

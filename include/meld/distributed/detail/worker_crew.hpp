@@ -56,13 +56,7 @@ class worker_crew {
 
   template <class Ready>
   void wait(waiter& w, Ready ready) {
-    if (spin_ && !ready()) {
-      const auto until = std::chrono::steady_clock::now() + spin_time;
-      for (int i = 1; !ready(); ++i) {
-        cpu_relax();
-        if (i % 256 == 0 && std::chrono::steady_clock::now() > until) break;
-      }
-    }
+    if (spin_ && spin_until(ready, std::chrono::steady_clock::now() + spin_time)) return;
     w.wait(ready, 0);
   }
 
