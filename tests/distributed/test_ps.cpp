@@ -461,3 +461,221 @@ TEST_CASE("param_server: a server that stalls is named within twice the timeout"
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
+
+TEST_CASE("param_server: async pushes to keys of equal size and other row lengths", "[ps]") {
+  // The asynchronous scratch sum serves every key: a key of 20 elements in rows of 5 and one of
+  // 20 flat elements must each be updated whole (the second once kept the first's row count).
+  {
+    meld::param_server<double> ps(MPI_COMM_WORLD, options(1, false, "async"), accumulate());
+    if (!ps.is_worker()) {
+      ps.serve();
+    } else {
+      const int W = ps.workers();
+      std::vector<double> a(20, 1.0), b(20, 2.0), ones(20, 1.0), got(20);
+      ps.init(0, a, 5).wait();
+      ps.init(1, b).wait();
+      ps.push(0, ones).wait();
+      ps.push(1, ones).wait();
+      const std::vector<index_t> row = {17};
+      ps.push_rows(1, row, std::vector<double>{10.0}).wait();
+      std::vector<double> want(20, 2.0 + W);
+      want[17] += 10.0 * W;
+      const auto deadline = clk::now() + 5s;
+      do ps.pull(1, got).wait();
+      while (got != want && clk::now() < deadline && (std::this_thread::sleep_for(1ms), true));
+      REQUIRE(got == want);
+      do ps.pull(0, got).wait();
+      while (got != std::vector<double>(20, 1.0 + W) && clk::now() < deadline);
+      REQUIRE(got == std::vector<double>(20, 1.0 + W));
+      ps.close();
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("param_server: pull_rows of more than 1024 bytes from one server", "[ps]") {
+  // 60 rows of 8 doubles from each server (3,840 bytes), remote and colocated.
+  for (const bool colocated : {false, true}) {
+    INFO((colocated ? "colocated" : "server-only ranks"));
+    meld::param_server<double> ps(MPI_COMM_WORLD, options(colocated ? 2 : 1, colocated, "sync"));
+    if (!ps.is_worker()) {
+      ps.serve();
+      continue;
+    }
+    const index_t rows = 120, cols = 8;
+    std::vector<double> table(static_cast<std::size_t>(rows * cols));
+    for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<double>(i) * 0.5;
+    ps.init(3, table, cols).wait();
+    std::vector<index_t> want;
+    for (index_t r = rows - 1; r >= 0; r -= 1) want.push_back(r);  // every row, backwards
+    std::vector<double> got(want.size() * static_cast<std::size_t>(cols), -1.0);
+    ps.pull_rows(3, want, got).wait();
+    for (std::size_t k = 0; k < want.size(); ++k)
+      for (index_t c = 0; c < cols; ++c)
+        REQUIRE(got[k * static_cast<std::size_t>(cols) + static_cast<std::size_t>(c)] ==
+                table[static_cast<std::size_t>(want[k] * cols + c)]);
+    ps.close();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("param_server: workers busy for longer than the timeout are no failure", "[ps]") {
+  {
+    meld::param_server<double> ps(MPI_COMM_WORLD, options(1, false, "sync", 500ms), accumulate());
+    if (!ps.is_worker()) {
+      ps.serve();  // no error: every worker closed
+    } else {
+      std::vector<double> v(6, 0.0);
+      ps.init(0, v).wait();
+      for (int r = 1; r <= 2; ++r) {
+        std::this_thread::sleep_for(900ms);  // every worker computes for 1.8x the timeout
+        ps.push(0, std::vector<double>(6, 1.0)).wait();
+        ps.pull(0, v).wait();
+        REQUIRE(v == std::vector<double>(6, static_cast<double>(r * ps.workers())));
+      }
+      ps.close();
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("param_server: replies stay with their operations past 30000 in flight", "[ps]") {
+  {
+    meld::param_server<double> ps(MPI_COMM_WORLD, options(1, false, "sync"), accumulate());
+    workers_comm wc(ps.is_worker());
+    if (!ps.is_worker()) {
+      ps.serve();
+    } else {
+      std::vector<double> zero(4, 0.0), key1(1, 7.0);
+      ps.init(0, zero).wait();
+      ps.init(1, key1).wait();
+      if (ps.worker_index() == 0) {
+        // A pull of key 0 that waits for the other workers' round, then 30,050 pulls of key 1
+        // answered at once; the waiting pull's reply comes last.
+        ps.push(0, std::vector<double>(4, 1.0)).wait();
+        std::vector<double> waiting(4, -1.0);
+        auto slow = ps.pull(0, waiting);
+        const std::size_t n = 30050;
+        std::vector<double> fast(n, -1.0);
+        std::vector<meld::ps_handle> handles;
+        handles.reserve(n);
+        for (std::size_t i = 0; i < n; ++i)
+          handles.push_back(ps.pull(1, std::span<double>(&fast[i], 1)));
+        for (auto& h : handles) h.wait();
+        wc.barrier();  // now the others push
+        slow.wait();
+        REQUIRE(waiting == std::vector<double>(4, static_cast<double>(ps.workers())));
+        REQUIRE(std::count(fast.begin(), fast.end(), 7.0) == static_cast<std::ptrdiff_t>(n));
+      } else {
+        wc.barrier();
+        ps.push(0, std::vector<double>(4, 1.0)).wait();
+      }
+      ps.close();
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("param_server: a rule that throws something else fails the round", "[ps]") {
+  meld::ps_rule<double> bad{[](const meld::ps_update<double>&) { throw 42; }, 0};
+  {
+    meld::param_server<double> ps(MPI_COMM_WORLD, options(1, false, "sync"), bad);
+    if (!ps.is_worker()) {
+      REQUIRE_THROWS_WITH(ps.serve(), Catch::Matchers::Contains("not derived from std::exception"));
+    } else {
+      std::vector<double> v(4, 0.0);
+      ps.init(0, v).wait();
+      ps.push(0, v).wait();
+      REQUIRE_THROWS_WITH(ps.pull(0, v).wait(),
+                          Catch::Matchers::Contains("the update rule threw on key 0") &&
+                              Catch::Matchers::Contains("not derived from std::exception"));
+      REQUIRE_THROWS_AS(ps.close(), meld::comm_error);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("param_server: a key that worker 0 never initialized is named", "[ps]") {
+  {
+    meld::param_server<double> ps(MPI_COMM_WORLD, options(1, false, "sync", 500ms));
+    if (!ps.is_worker()) {
+      REQUIRE_THROWS_WITH(ps.serve(), Catch::Matchers::Contains("key 3 was used by worker rank"));
+    } else if (ps.worker_index() == 0) {
+      std::this_thread::sleep_for(200ms);  // uses no key; its close hears of the failure
+      REQUIRE_THROWS_WITH(ps.close(), Catch::Matchers::Contains("never initialized"));
+    } else {
+      std::vector<double> v(5, 1.0);
+      ps.init(3, v).wait();  // worker 0 does not: its value would be the one kept
+      ps.push(3, v).wait();
+      const auto t0 = clk::now();
+      REQUIRE_THROWS_WITH(ps.pull(3, v).wait(),
+                          Catch::Matchers::Contains("key 3 was used by worker rank") &&
+                              Catch::Matchers::Contains("never initialized: worker 0 (rank 1)"));
+      REQUIRE(clk::now() - t0 < 1500ms);
+      REQUIRE_THROWS_AS(ps.close(), meld::comm_error);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("param_server: a truncated or corrupted server checkpoint is refused whole", "[ps]") {
+  const std::string path = "test_ps_corrupt";
+  {
+    meld::param_server<double> ps(MPI_COMM_WORLD, options(2, true, "sync"), accumulate());
+    workers_comm wc(true);
+    ps.init(2, std::vector<double>(5, 1.5)).wait();  // keys 2 and 4 live on server 0
+    ps.init(4, std::vector<double>(3, -2.0)).wait();
+    ps.push(2, std::vector<double>(5, 1.0)).wait();
+    std::vector<double> v(5);
+    ps.pull(2, v).wait();
+    wc.barrier();
+    if (ps.worker_index() == 0) ps.checkpoint(path).wait();
+    wc.barrier();
+    ps.close();
+  }
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    std::string bytes;
+    {
+      std::FILE* f = std::fopen((path + ".server0").c_str(), "rb");
+      REQUIRE(f);
+      for (int c; (c = std::fgetc(f)) != EOF;) bytes.push_back(static_cast<char>(c));
+      std::fclose(f);
+    }
+    const std::string copy = "test_ps_corrupt_copy";
+    auto restore = [&](const std::string& content) {
+      std::FILE* f = std::fopen((copy + ".server0").c_str(), "wb");
+      std::fwrite(content.data(), 1, content.size(), f);
+      std::fclose(f);
+      meld::detail::ps::server<double>::config c;
+      c.index = 0;
+      c.servers = 2;
+      c.workers = world_size();
+      c.timeout = 1s;
+      meld::detail::ps::server<double> s(c, accumulate(), MPI_COMM_SELF, MPI_COMM_SELF, copy);
+    };
+    REQUIRE_NOTHROW(restore(bytes));
+    auto refused = [&](const std::string& content) {
+      try {
+        restore(content);
+      } catch (const meld::checkpoint_error& e) {
+        return std::string(e.what()).find(copy + ".server0") != std::string::npos;
+      }
+      return false;
+    };
+    std::size_t cut = 0, flipped = 0;
+    for (std::size_t n = 0; n < bytes.size(); ++n) cut += refused(bytes.substr(0, n));
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+      std::string bad = bytes;
+      bad[i] = static_cast<char>(bad[i] ^ 0x10);
+      flipped += refused(bad);
+    }
+    REQUIRE(cut == bytes.size());      // every truncation, between keys or inside one
+    REQUIRE(flipped == bytes.size());  // every flipped byte
+    REQUIRE(refused(bytes + "x"));
+    std::remove((copy + ".server0").c_str());
+  }
+  if (rank < 2) std::remove((path + ".server" + std::to_string(rank)).c_str());
+  MPI_Barrier(MPI_COMM_WORLD);
+}

@@ -66,6 +66,7 @@
 #include "detail/ps_protocol.hpp"
 #include "detail/ps_server.hpp"
 #include "mpi_session.hpp"
+#include "ps_handle.hpp"
 #include "ps_rules.hpp"
 
 namespace meld {
@@ -85,173 +86,6 @@ struct ps_options {
   std::chrono::milliseconds timeout{0};
   /// A checkpoint's path (checkpoint()'s argument): each server starts from its shards there.
   std::string restore;
-};
-
-namespace detail::ps {
-
-// What the handles of one worker share: the first failure, after which every operation refuses,
-// and the operations that failed with receives MPI could not cancel (kept alive, so that a late
-// message lands in memory that is still there).
-struct worker_failure {
-  std::string text;
-  comm_error::reason why = comm_error::reason::timeout;
-  std::vector<std::shared_ptr<void>> graveyard;
-};
-
-// One operation of a worker: its sends, and the replies it waits for.
-struct operation {
-  struct expected {
-    int server = 0;
-    MPI_Request request = MPI_REQUEST_NULL;
-    message reply;
-    std::function<void(const message&)> done;  // takes the reply's payload
-    bool received = false;
-  };
-  std::string what;  // "pull of key 3", for messages
-  int rank = 0;
-  std::vector<pending_send> sends;
-  std::vector<expected> replies;
-  clock::time_point deadline;
-  std::shared_ptr<worker_failure> failure;
-  mpi_calls mpi;
-  bool finished = false;
-};
-
-}  // namespace detail::ps
-
-/// An operation in flight (push, pull, init, checkpoint): wait() completes it, throwing
-/// comm_error when a server reported an error or did not answer in time. A handle destroyed
-/// without wait() waits then; an error it meets then fails the worker (its next call throws).
-class ps_handle {
- public:
-  /// A completed operation.
-  ps_handle() = default;
-  /// Takes over another handle's operation.
-  ps_handle(ps_handle&&) noexcept = default;
-  /// Waits for this handle's operation (see the destructor), then takes over other's.
-  ps_handle& operator=(ps_handle&& other) noexcept {
-    if (this != &other) {
-      settle_quietly();
-      op_ = std::move(other.op_);
-    }
-    return *this;
-  }
-  ~ps_handle() { settle_quietly(); }
-
-  /// Whether the operation has completed (progresses it; throws like wait()).
-  bool test() { return !op_ || step(); }
-
-  /// Waits until the operation completes; throws comm_error on a server's error or a timeout.
-  void wait() {
-    if (!op_) return;
-    detail::dist::backoff pause(std::chrono::hours(1));
-    while (!step()) pause.pause();
-  }
-
- private:
-  template <class T>
-  friend class param_server;
-  explicit ps_handle(std::shared_ptr<detail::ps::operation> op) : op_(std::move(op)) {}
-
-  void settle_quietly() noexcept {
-    if (!op_ || op_->finished) return;
-    try {
-      wait();
-    } catch (...) {  // recorded in op_->failure by step()
-    }
-  }
-
-  // One round of progress: true when complete.
-  bool step() {
-    auto& op = *op_;
-    if (op.finished) return true;
-    try {
-      bool all = true;
-      {
-        auto lock = op.mpi.lock();
-        for (auto& s : op.sends) {
-          int flag = 0;
-          const int rc = MPI_Test(&s.request, &flag, MPI_STATUS_IGNORE);
-          if (rc != MPI_SUCCESS)
-            fail(comm_error::reason::backend,
-                 detail::cat("sending failed: ", detail::ps::mpi_error_text(rc)));
-          all = all && flag;
-        }
-        for (auto& r : op.replies) {
-          if (r.received) continue;
-          int flag = 0;
-          MPI_Status status;
-          const int rc = MPI_Test(&r.request, &flag, &status);
-          if (rc != MPI_SUCCESS)
-            fail(comm_error::reason::backend,
-                 detail::cat("receiving from server rank ", r.server,
-                             " failed: ", detail::ps::mpi_error_text(rc)));
-          if (flag) {
-            int bytes = 0;
-            MPI_Get_count(&status, MPI_BYTE, &bytes);
-            r.reply.bytes().resize(static_cast<std::size_t>(bytes));
-          }
-          r.received = flag;
-          all = all && flag;
-        }
-      }
-      for (auto& r : op.replies) {
-        if (!r.received) continue;
-        if (r.reply.bytes().size() < sizeof(detail::ps::header))
-          fail(comm_error::reason::backend,
-               detail::cat("server rank ", r.server, " sent a reply without header"));
-        const detail::ps::header h = r.reply.head();
-        if (h.status != 0) {
-          const auto* text = reinterpret_cast<const char*>(r.reply.payload());
-          fail(static_cast<comm_error::reason>(h.status - 1),
-               std::string(text, r.reply.payload_bytes()));
-        }
-      }
-      if (all) {
-        for (auto& r : op.replies)
-          if (r.done) r.done(r.reply);
-        op.finished = true;
-        return true;
-      }
-      if (detail::ps::clock::now() > op.deadline) {
-        // The servers that did not take a message or did not answer.
-        std::vector<int> silent;
-        for (const auto& s : op.sends)
-          if (s.request != MPI_REQUEST_NULL) silent.push_back(s.dest);
-        for (const auto& r : op.replies)
-          if (!r.received) silent.push_back(r.server);
-        std::sort(silent.begin(), silent.end());
-        silent.erase(std::unique(silent.begin(), silent.end()), silent.end());
-        fail(comm_error::reason::timeout,
-             detail::cat("no answer from server ", detail::dist::ranks_str(silent),
-                         " in time (a server that died or stalls)"));
-      }
-      return false;
-    } catch (...) {
-      op.finished = true;
-      throw;
-    }
-  }
-
-  [[noreturn]] void fail(comm_error::reason why, const std::string& what) {
-    auto& op = *op_;
-    const std::string text = detail::cat("meld::param_server worker rank ", op.rank, ": the ",
-                                         op.what, " failed: ", what);
-    {
-      // A reply that may still arrive must find its buffer: cancel, and keep the operation.
-      auto lock = op.mpi.lock();
-      for (auto& r : op.replies)
-        if (!r.received && r.request != MPI_REQUEST_NULL) MPI_Cancel(&r.request);
-    }
-    if (op.failure->text.empty()) {
-      op.failure->text = text;
-      op.failure->why = why;
-    }
-    op.failure->graveyard.push_back(op_);
-    throw comm_error(why, text);
-  }
-
-  std::shared_ptr<detail::ps::operation> op_;
 };
 
 /// A parameter server over the ranks of an MPI communicator: servers keep sharded values and
@@ -458,7 +292,8 @@ class param_server {
       for (std::size_t i = 0; i < mine.size(); ++i) ids[i] = rows[mine[i]];
       send(*op, s, std::move(msg));
       T* dst = out.data();
-      expect(*op, s, h.request, mine.size() * cols * sizeof(T),
+      const std::size_t bytes = mine.size() * cols * sizeof(T);  // before `mine` is moved from
+      expect(*op, s, h.request, bytes,
              [dst, cols, positions = std::move(mine)](const detail::ps::message& m) {
                const T* src = reinterpret_cast<const T*>(m.payload());
                for (std::size_t i = 0; i < positions.size(); ++i)
@@ -550,6 +385,7 @@ class param_server {
         if (flag) {
           MPI_Comm_set_errhandler(req_, MPI_ERRORS_RETURN);
           MPI_Comm_set_errhandler(rep_, MPI_ERRORS_RETURN);
+          router_ = std::make_shared<detail::ps::reply_router>(rep_);
           return;
         }
       }
@@ -632,6 +468,7 @@ class param_server {
     op->rank = rank_;
     op->failure = failure_;
     op->deadline = detail::ps::clock::now() + 2 * timeout_;
+    op->router = router_;
     return op;
   }
 
@@ -652,16 +489,12 @@ class param_server {
 
   void expect(detail::ps::operation& op, int server, std::uint64_t request, std::size_t bytes,
               std::function<void(const detail::ps::message&)> done) {
-    op.replies.emplace_back();
-    auto& r = op.replies.back();
+    auto& r = op.replies.emplace_back();
     r.server = server;
+    r.request = request;
+    r.bytes = bytes;
     r.done = std::move(done);
-    // Room for an error text instead of the payload.
-    r.reply.bytes().resize(sizeof(detail::ps::header) +
-                           std::max(bytes, detail::ps::error_text_max));
-    auto lock = mpi_.lock();
-    MPI_Irecv(r.reply.bytes().data(), r.reply.count(), MPI_BYTE, server,
-              detail::ps::reply_tag(request), rep_, &r.request);
+    router_->expect(r);
   }
 
   ps_options options_;
@@ -674,6 +507,7 @@ class param_server {
   bool closed_ = false;
   std::shared_ptr<detail::ps::worker_failure> failure_ =
       std::make_shared<detail::ps::worker_failure>();
+  std::shared_ptr<detail::ps::reply_router> router_;
   std::unique_ptr<detail::ps::server<T>> server_;
   std::string server_failure_;
   std::thread thread_;  // last: joined before the rest goes

@@ -61,10 +61,11 @@ struct header {
   std::int64_t row_begin = 0, rows = 0;  // the slice, or (sparse) how many row indices follow
 };
 
+// Requests travel on one communicator, replies on another, each with one tag: a worker matches a
+// reply to its operation by the request number in the reply's header, not by the tag (MPI
+// guarantees only 32,767 tags, and a worker may have any number of operations in flight).
 inline constexpr int request_tag = 1;
-inline int reply_tag(std::uint64_t request) {
-  return 1 + static_cast<int>(request % 30000);
-}
+inline constexpr int reply_tag = 2;
 
 // Where a key's value lives: a value of rows x cols (cols = 1 for a flat one) stays whole on
 // server `key mod S` (so that the keys spread over the servers), unless it has at least
@@ -130,7 +131,7 @@ class message {
   std::vector<std::byte> bytes_;
 };
 
-// The room a worker's receive keeps for an error text: a longer text is cut there.
+// The longest error text a server sends (a longer one is cut there).
 inline constexpr std::size_t error_text_max = 1024;
 
 inline message error_reply(const header& req, comm_error::reason why, const std::string& full) {

@@ -7,22 +7,38 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <deque>
-#include <fstream>
+#include <filesystem>
 #include <list>
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
+#include "../../io/checkpoint_file.hpp"
 #include "../ps_rules.hpp"
 #include "ps_protocol.hpp"
 
 namespace meld::detail::ps {
+
+namespace ckpt = ::meld::detail::ckpt;
+
+// The text of the exception being handled, whatever its type.
+inline std::string current_exception_text() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception of a type not derived from std::exception";
+  }
+}
 
 template <class T>
 class server {
@@ -87,9 +103,11 @@ class server {
     std::map<std::uint64_t, round_sum> open;
     std::list<waiting_pull> waiting;
     std::vector<message> deferred;  // arrived before the key's init
+    clock::time_point first_deferred;
     index_t elements() const { return rows * where.cols; }
   };
   struct worker_state {
+    std::string refused;  // why its last refused request was refused
     bool done = false;
     std::uint64_t done_request = 0;
     clock::time_point last_heard = clock::now();
@@ -124,9 +142,13 @@ class server {
 
   void handle_message(message m, int source) {
     const header h = m.head();
-    if (h.worker >= 0 && h.worker < cfg_.workers)
-      workers_[static_cast<std::size_t>(h.worker)].last_heard = clock::now();
-    if (!failure_.empty() && h.kind != op::push && h.kind != op::push_rows) {
+    if (h.kind == op::reply) return;
+    if (const std::string bad = malformed(m, h, source); !bad.empty())
+      return refuse(h, source, cat("a malformed request from rank ", source, ": ", bad));
+    workers_[static_cast<std::size_t>(h.worker)].last_heard = clock::now();
+    // After a failure every request is answered with it; pushes need no answer, and a worker's
+    // done still counts (the server ends once every worker has heard of the failure).
+    if (!failure_.empty() && h.kind != op::push && h.kind != op::push_rows && h.kind != op::done) {
       reply(error_reply(h, failure_reason_, failure_), source);
       return;
     }
@@ -145,6 +167,56 @@ class server {
       case op::reply:
         return;
     }
+  }
+
+  // What is wrong with a request before it reaches a key ("" when nothing): the checks that keep
+  // a garbled, truncated or forged message from touching memory it does not describe.
+  std::string malformed(const message& m, const header& h, int source) const {
+    constexpr std::int64_t max_elements = std::int64_t(1) << 48;
+    if (h.kind < op::init || h.kind > op::done)
+      return cat("unknown kind ", static_cast<int>(h.kind));
+    if (h.worker < 0 || h.worker >= cfg_.workers || source != cfg_.first_worker + h.worker)
+      return cat("worker index ", h.worker, " from rank ", source, " (the workers are ranks ",
+                 cfg_.first_worker, " .. ", cfg_.first_worker + cfg_.workers - 1, ")");
+    if (h.key < 0) return cat("key ", h.key);
+    const std::size_t payload = m.payload_bytes();
+    switch (h.kind) {
+      case op::init: {
+        if (h.cols < 1 || h.rows_total < 1 || h.rows_total > max_elements / h.cols || h.home < -1 ||
+            h.home >= cfg_.servers)
+          return cat("an init of ", h.rows_total, " x ", h.cols, " at home ", h.home);
+        const layout l{h.rows_total, h.cols, cfg_.servers, h.home};
+        if (h.row_begin != l.begin(cfg_.index) || h.rows != l.end(cfg_.index) - h.row_begin ||
+            h.rows < 1)
+          return cat("an init of rows ", h.row_begin, " + ", h.rows, " of ", h.rows_total,
+                     ", which are not this server's");
+        if (payload != static_cast<std::size_t>(h.rows * h.cols) * sizeof(T))
+          return cat("an init of ", h.rows * h.cols, " elements with ", payload, " bytes of data");
+        return "";
+      }
+      case op::push:
+      case op::pull:
+      case op::push_rows:
+      case op::pull_rows:
+        if (h.rows < 0 || h.rows > max_elements || h.row_begin < 0 || h.row_begin > max_elements)
+          return cat("rows ", h.row_begin, " + ", h.rows);
+        return "";
+      case op::checkpoint:
+        if (payload == 0 || std::memchr(m.payload(), 0, payload))
+          return "a checkpoint path that is empty or holds a NUL byte";
+        return "";
+      default:
+        return "";
+    }
+  }
+
+  // Answers a request that cannot be served with an error, changing nothing else. A refused
+  // push has no reply to carry the error: it is remembered for the message that names the
+  // worker when its round does not complete.
+  void refuse(const header& h, int source, const std::string& why) {
+    if (h.worker >= 0 && h.worker < cfg_.workers)
+      workers_[static_cast<std::size_t>(h.worker)].refused = why;
+    reply(error_reply(h, comm_error::reason::mismatch, cat(name(), ": refused ", why)), source);
   }
 
   void on_init(const message& m, int source) {
@@ -184,6 +256,7 @@ class server {
     const header h = m.head();
     shard& s = shards_[h.key];
     if (!s.ready) {
+      if (s.deferred.empty()) s.first_deferred = clock::now();
       s.deferred.push_back(std::move(m));
       return;
     }
@@ -193,8 +266,8 @@ class server {
     s.waiting.push_back({std::move(m), clock::now()});
   }
 
-  // Whether a message matches the shard (the workers check their calls; this catches workers
-  // that disagree on a key's shape).
+  // Whether a message matches the shard; one that does not is refused (workers that disagree
+  // on a key's shape, or a garbled message), and the shard stays as it was.
   bool fits(const shard& s, const message& m, const header& h) {
     const auto cols = static_cast<std::size_t>(s.where.cols);
     std::size_t want = 0;
@@ -206,20 +279,20 @@ class server {
       want = static_cast<std::size_t>(h.rows) *
              (sizeof(std::int64_t) + (h.kind == op::push_rows ? cols * sizeof(T) : 0));
       if (ok && m.payload_bytes() == want) {
-        const auto* ids = reinterpret_cast<const std::int64_t*>(m.payload());
-        for (std::int64_t k = 0; k < h.rows && ok; ++k)
-          ok = ids[k] >= s.row_begin && ids[k] < s.row_begin + s.rows;
+        const auto* ids = m.payload();
+        for (std::int64_t k = 0; k < h.rows && ok; ++k) {
+          std::int64_t id;  // copied: the payload is not aligned for int64 reads
+          std::memcpy(&id, ids + k * static_cast<std::int64_t>(sizeof id), sizeof id);
+          ok = id >= s.row_begin && id < s.row_begin + s.rows;
+        }
       }
     }
     if (ok && m.payload_bytes() == want) return true;
-    fail_with(
-        comm_error::reason::mismatch,
-        cat("worker rank ", cfg_.first_worker + h.worker, " sent a message for key ", h.key,
-            " that does not fit its shard (rows ", s.row_begin, "..", s.row_begin + s.rows, " of ",
-            s.where.rows, " x ", s.where.cols, "): the workers disagree on the key's shape"),
-        nullptr, -1);
-    if (h.kind == op::pull || h.kind == op::pull_rows)
-      reply(error_reply(h, failure_reason_, failure_), cfg_.first_worker + h.worker);
+    refuse(h, cfg_.first_worker + h.worker,
+           cat("worker rank ", cfg_.first_worker + h.worker, "'s message for key ", h.key,
+               ", which does not fit its shard (rows ", s.row_begin, "..", s.row_begin + s.rows,
+               " of ", s.where.rows, " x ", s.where.cols,
+               "): the workers disagree on the key's shape"));
     return false;
   }
 
@@ -227,11 +300,10 @@ class server {
 
   void on_push(shard& s, const message& m, const header& h) {
     auto& last = s.pushed[static_cast<std::size_t>(h.worker)];
-    if (h.clock != last + 1)
-      return fail_with(comm_error::reason::mismatch,
-                       cat("worker ", h.worker, " pushed round ", h.clock, " of key ", h.key,
-                           " after round ", last),
-                       nullptr, -1);
+    if (h.clock != last + 1)  // a replayed or forged push: the round is not its next one
+      return refuse(h, cfg_.first_worker + h.worker,
+                    cat("worker rank ", cfg_.first_worker + h.worker, "'s push of round ", h.clock,
+                        " of key ", h.key, " after round ", last));
     last = h.clock;
     if (!failure_.empty()) return;
     const bool async = cfg_.mode.mode == ps_mode::kind::async;
@@ -254,7 +326,10 @@ class server {
 
   void add(shard& s, round_sum& r, const message& m, const header& h) {
     const auto cols = static_cast<std::size_t>(s.where.cols);
-    if (r.sum.size() != static_cast<std::size_t>(s.elements())) {  // (async: the last key's)
+    // Async mode's one scratch sum serves every key: sized for the last one, which may have the
+    // same element count in other rows.
+    if (r.sum.size() != static_cast<std::size_t>(s.elements()) ||
+        r.touched.size() != static_cast<std::size_t>(s.rows)) {
       r.sum.assign(static_cast<std::size_t>(s.elements()), T(0));
       r.touched.assign(static_cast<std::size_t>(s.rows), 0);
     }
@@ -302,11 +377,12 @@ class server {
       } else {
         try {
           rule_.apply(u);
-        } catch (const std::exception& e) {  // the workers hear of it, instead of a silence
-          fail_with(comm_error::reason::backend,
-                    cat("the update rule threw on key ", key, " (elements ", u.offset, " .. ",
-                        u.offset + static_cast<index_t>(u.value.size()), "): ", e.what()),
-                    nullptr, -1);
+        } catch (...) {  // the workers hear of it, instead of a silence (or a terminate)
+          fail_with(
+              comm_error::reason::backend,
+              cat("the update rule threw on key ", key, " (elements ", u.offset, " .. ",
+                  u.offset + static_cast<index_t>(u.value.size()), "): ", current_exception_text()),
+              nullptr, -1);
           return;
         }
       }
@@ -370,6 +446,17 @@ class server {
     const auto now = clock::now();
     std::vector<std::uint8_t> waiting(static_cast<std::size_t>(cfg_.workers), 0);
     for (auto& [key, s] : shards_) {
+      if (!s.deferred.empty() && now - s.first_deferred >= cfg_.timeout) {
+        const header h = s.deferred.front().head();
+        return fail_with(
+            comm_error::reason::mismatch,
+            cat("key ", key, " was used by worker rank ", cfg_.first_worker + h.worker,
+                " but never initialized: worker 0 (rank ", cfg_.first_worker,
+                ") did not init it within ", dist::seconds_str(cfg_.timeout),
+                " (every worker calls init(key, value) before using a key; worker 0's value is "
+                "the one kept)"),
+            nullptr, -1);
+      }
       for (const auto& p : s.waiting) {
         const header h = p.request.head();
         waiting[static_cast<std::size_t>(h.worker)] = 1;
@@ -378,9 +465,12 @@ class server {
         const std::uint64_t need = h.clock - static_cast<std::uint64_t>(cfg_.mode.lag());
         std::string late;
         for (int w = 0; w < cfg_.workers; ++w)
-          if (s.pushed[static_cast<std::size_t>(w)] < need)
+          if (s.pushed[static_cast<std::size_t>(w)] < need) {
+            const auto& refused = workers_[static_cast<std::size_t>(w)].refused;
             late += cat(late.empty() ? "" : "; ", "worker rank ", cfg_.first_worker + w,
-                        " pushed round ", s.pushed[static_cast<std::size_t>(w)]);
+                        " pushed round ", s.pushed[static_cast<std::size_t>(w)],
+                        refused.empty() ? "" : " (refused: ", refused, refused.empty() ? "" : ")");
+          }
         return fail_with(
             comm_error::reason::timeout,
             cat("the pull of key ", key, " by worker rank ", cfg_.first_worker + h.worker,
@@ -390,20 +480,21 @@ class server {
             nullptr, -1);
       }
     }
-    // A done worker waits for the others; so would this server, for workers that all went
-    // silent (died, or stalled) without a word.
+    // A done worker waits for the others: once one worker closed, the ones silent for the
+    // timeout are named (died, or stalled). Before that, silence is no failure: workers may
+    // compute for longer than the timeout between rounds, and a pull that waits for them fails
+    // above in its own time.
     std::string silent;
-    int done = 0, quiet = 0;
+    int done = 0;
     for (int w = 0; w < cfg_.workers; ++w) {
       const auto& ws = workers_[static_cast<std::size_t>(w)];
       done += ws.done;
       if (!ws.done && !waiting[static_cast<std::size_t>(w)] &&
           now - ws.last_heard >= cfg_.timeout) {
-        ++quiet;
         silent += cat(silent.empty() ? "" : ", ", cfg_.first_worker + w);
       }
     }
-    if (finished_ || silent.empty() || (done == 0 && done + quiet < cfg_.workers)) return;
+    if (finished_ || silent.empty() || done == 0) return;
     fail_with(comm_error::reason::timeout,
               cat("worker rank(s) ", silent, " sent nothing for ", dist::seconds_str(cfg_.timeout),
                   done ? " while the others finished" : "", " (a worker that died or stalls)"),
@@ -447,6 +538,12 @@ class server {
         reply(error_reply(h, failure_reason_, failure_), cfg_.first_worker + h.worker);
       }
       s.waiting.clear();
+      for (const auto& d : s.deferred) {
+        const header h = d.head();
+        if (h.kind == op::pull || h.kind == op::pull_rows)
+          reply(error_reply(h, failure_reason_, failure_), cfg_.first_worker + h.worker);
+      }
+      s.deferred.clear();
     }
   }
 
@@ -459,8 +556,8 @@ class server {
     pending_send& p = sends_.back();
     p.msg = std::move(m);
     auto lock = mpi_.lock();
-    const int rc = MPI_Isend(p.msg.bytes().data(), p.msg.count(), MPI_BYTE, dest,
-                             reply_tag(p.msg.head().request), rep_, &p.request);
+    const int rc =
+        MPI_Isend(p.msg.bytes().data(), p.msg.count(), MPI_BYTE, dest, reply_tag, rep_, &p.request);
     if (rc != MPI_SUCCESS) sends_.pop_back();  // a dead worker: its wait reports the server
   }
 
@@ -499,70 +596,115 @@ class server {
     }
   }
 
-  // One file per server: its keys' shards, rule state and update counts.
+  // One file per server, in meld's checkpoint format (io/checkpoint_file.hpp: atomic, synced,
+  // checksummed, little-endian): an int64 entry "server" {servers, index, state slots}, and per
+  // key k entries "k.layout" (int64 {rows, cols, home, row_begin, rows here, updates}),
+  // "k.value" and "k.state" (the rule's state arrays, one after the other).
   void save(const std::string& path) const {
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      if (!f) throw std::runtime_error(cat("cannot write the checkpoint '", tmp, "'"));
-      auto put = [&](const void* p, std::size_t n) {
-        f.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
-      };
-      const std::int64_t head[5] = {magic, cfg_.servers, cfg_.index, rule_.state_slots,
-                                    static_cast<std::int64_t>(shards_.size())};
-      put(head, sizeof(head));
-      for (const auto& [key, s] : shards_) {
-        if (!s.ready) continue;
-        const std::int64_t k[7] = {key,
-                                   s.where.rows,
-                                   s.where.cols,
-                                   s.where.home,
-                                   s.row_begin,
-                                   s.rows,
-                                   static_cast<std::int64_t>(s.steps)};
-        put(k, sizeof(k));
-        put(s.value.data(), s.value.size() * sizeof(T));
-        put(s.state.data(), s.state.size() * sizeof(T));
-      }
-      if (!f) throw std::runtime_error(cat("writing the checkpoint '", tmp, "' failed"));
+    std::vector<ckpt::record> records;
+    const std::int64_t server[3] = {cfg_.servers, cfg_.index, rule_.state_slots};
+    records.push_back({ckpt::kind::shard, "server", element_code<std::int64_t>(), {3}, server, 3});
+    std::vector<std::array<std::int64_t, 6>> layouts;
+    layouts.reserve(shards_.size());
+    for (const auto& [key, s] : shards_) {
+      if (!s.ready) continue;
+      layouts.push_back({s.where.rows, s.where.cols, s.where.home, s.row_begin, s.rows,
+                         static_cast<std::int64_t>(s.steps)});
+      const std::string k = std::to_string(key);
+      records.push_back({ckpt::kind::shard,
+                         k + ".layout",
+                         element_code<std::int64_t>(),
+                         {6},
+                         layouts.back().data(),
+                         6});
+      records.push_back({ckpt::kind::shard,
+                         k + ".value",
+                         element_code<T>(),
+                         {static_cast<index_t>(s.value.size())},
+                         s.value.data(),
+                         s.value.size()});
+      records.push_back({ckpt::kind::shard,
+                         k + ".state",
+                         element_code<T>(),
+                         {static_cast<index_t>(s.state.size())},
+                         s.state.data(),
+                         s.state.size()});
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
-      throw std::runtime_error(cat("cannot rename '", tmp, "' to '", path, "'"));
+    ckpt::write_file(path, ckpt::encode(element_code<T>(), records));
   }
 
+  // Restores every key of the file, or nothing: the file is checked whole (checksum, sizes, and
+  // each key's entries against its layout) before any shard is made.
   void load(const std::string& prefix) {
     const std::string path = cat(prefix, ".server", cfg_.index);
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw std::runtime_error(cat(name(), ": cannot read the checkpoint '", path, "'"));
-    auto get = [&](void* p, std::size_t n) {
-      f.read(static_cast<char*>(p), static_cast<std::streamsize>(n));
-      if (!f) throw std::runtime_error(cat(name(), ": the checkpoint '", path, "' is truncated"));
+    auto bad = [&](const std::string& what) {
+      return checkpoint_error(cat(name(), ": the checkpoint '", path, "' ", what));
     };
-    std::int64_t head[5];
-    get(head, sizeof(head));
-    if (head[0] != magic || head[1] != cfg_.servers || head[2] != cfg_.index ||
-        head[3] != rule_.state_slots)
-      throw std::runtime_error(cat(name(), ": the checkpoint '", path, "' is for server ", head[2],
-                                   " of ", head[1], " with ", head[3], " state slots, not server ",
-                                   cfg_.index, " of ", cfg_.servers, " with ", rule_.state_slots));
-    for (std::int64_t n = 0; n < head[4]; ++n) {
-      std::int64_t k[7];
-      if (!f.read(reinterpret_cast<char*>(k), sizeof(k))) break;  // keys that were not ready
-      shard& s = shards_[static_cast<int>(k[0])];
-      s.where = {k[1], k[2], cfg_.servers, static_cast<int>(k[3])};
-      s.row_begin = k[4];
-      s.rows = k[5];
-      s.steps = static_cast<std::uint64_t>(k[6]);
-      s.value.resize(static_cast<std::size_t>(s.elements()));
-      s.state.resize(s.value.size() * static_cast<std::size_t>(rule_.state_slots));
-      get(s.value.data(), s.value.size() * sizeof(T));
-      get(s.state.data(), s.state.size() * sizeof(T));
+    if (!std::filesystem::exists(path))
+      throw checkpoint_error(
+          cat(name(), ": cannot read the checkpoint '", path, "': no such file"));
+    const ckpt::checked_file f = [&] {
+      try {
+        return ckpt::decode(path);
+      } catch (const checkpoint_error& e) {
+        throw checkpoint_error(cat(name(), ": ", e.what()));
+      }
+    }();
+    if (f.type != element_code<T>())
+      throw bad(cat("holds ", element_code_name(f.type), " values, the server keeps ",
+                    element_code_name(element_code<T>())));
+    auto ints = [&](const std::string& name, std::size_t n) {
+      const ckpt::entry* e = f.find(ckpt::kind::shard, name);
+      if (!e || e->type != element_code<std::int64_t>() ||
+          e->shape != shape_t{static_cast<index_t>(n)})
+        throw bad(
+            cat("has no entry '", name, "' of ", n, " int64 values (not a server checkpoint?)"));
+      std::vector<std::int64_t> v(n);
+      f.copy(*e, v.data());
+      return v;
+    };
+    const auto head = ints("server", 3);
+    if (head[0] != cfg_.servers || head[1] != cfg_.index || head[2] != rule_.state_slots)
+      throw bad(cat("is for server ", head[1], " of ", head[0], " with ", head[2],
+                    " state slots, not server ", cfg_.index, " of ", cfg_.servers, " with ",
+                    rule_.state_slots));
+    std::map<int, shard> restored;
+    for (const ckpt::entry& e : f.entries) {
+      const auto dot = e.name.find(".layout");
+      if (e.k != ckpt::kind::shard || dot == std::string::npos || dot + 7 != e.name.size())
+        continue;
+      const std::string k = e.name.substr(0, dot);
+      int key = -1;
+      if (k.empty() || k.size() > 9 || k.find_first_not_of("0123456789") != std::string::npos ||
+          (key = std::stoi(k)) < 0)
+        throw bad(cat("has an entry '", e.name, "' of no key"));
+      const auto l = ints(e.name, 6);
+      const layout where{l[0], l[1], cfg_.servers, static_cast<int>(l[2])};
+      if (l[0] < 1 || l[1] < 1 || l[0] > (std::int64_t(1) << 48) / l[1] || l[2] < -1 ||
+          l[2] >= cfg_.servers || l[3] != where.begin(cfg_.index) ||
+          l[4] != where.end(cfg_.index) - l[3] || l[5] < 0)
+        throw bad(cat("has key ", key, " with an impossible layout"));
+      shard& s = restored[key];
+      s.where = where;
+      s.row_begin = l[3];
+      s.rows = l[4];
+      s.steps = static_cast<std::uint64_t>(l[5]);
+      const auto n = static_cast<std::size_t>(s.elements());
+      const auto slots = static_cast<std::size_t>(rule_.state_slots);
+      for (auto [what, into, count] :
+           {std::tuple{".value", &s.value, n}, std::tuple{".state", &s.state, n * slots}}) {
+        const ckpt::entry* d = f.find(ckpt::kind::shard, k + what);
+        if (!d || d->type != element_code<T>() || d->shape != shape_t{static_cast<index_t>(count)})
+          throw bad(cat("has no entry '", k, what, "' of ", count, " ",
+                        element_code_name(element_code<T>()), " values for key ", key));
+        into->resize(count);
+        f.copy(*d, into->data());
+      }
       s.pushed.assign(static_cast<std::size_t>(cfg_.workers), 0);
       s.ready = true;
     }
+    shards_ = std::move(restored);
   }
-
-  static constexpr std::int64_t magic = 0x3173702d646c656dLL;  // "meld-ps1"
 
   config cfg_;
   ps_rule<T> rule_;
