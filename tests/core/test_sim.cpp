@@ -145,6 +145,14 @@ TEST_CASE("sim devices are enumerable and bounded", "[sim]") {
       [] { tensor<float, B> huge({index_t(1) << 33}, meld::uninitialized); });
   INFO(msg);
   REQUIRE_THAT(msg, Contains("sim device 1"));
+  // The free count it reports is the device's: at most its capacity, and most of it.
+  const auto of = msg.find(" bytes free of ");
+  REQUIRE(of != std::string::npos);
+  const auto free_at = msg.rfind(": ", of) + 2;
+  const double free_bytes = std::stod(msg.substr(free_at, of - free_at));
+  const double capacity = std::stod(msg.substr(of + 15));
+  REQUIRE(free_bytes <= capacity);
+  REQUIRE(free_bytes > capacity / 2);
   // The device still serves ordinary allocations afterwards.
   tensor<float, B> small = meld::full<float, B>({1000}, 0.5f);
   REQUIRE(meld::sum(small) == 500.f);
@@ -194,4 +202,36 @@ TEST_CASE("random draws and sequences are computed on the sim device, not copied
   REQUIRE(dl(10) == Approx(0.0).margin(1e-15));
   REQUIRE(dl(20) == 1.0);
   REQUIRE(meld::sim_transfers().to_host_calls == 3);
+}
+
+TEST_CASE("views of a tensor on another sim device copy to the host; resizing keeps the device",
+          "[sim]") {
+  using B = meld::sim<>;
+  tensor<float, B> m1;
+  {
+    meld::device_guard<B> guard(1);
+    m1 = meld::arange<float, B>(12.f).reshape({3, 4});
+  }
+  REQUIRE(m1.device() == 1);
+  // Device 0 is current: the views are evaluated on device 1, where they live.
+  const auto cols = meld::to<meld::cpu<>>(m1.slice(meld::all, meld::range(1, 4, 2)));
+  REQUIRE(cols.shape() == meld::shape_t{3, 2});
+  for (index_t i = 0; i < 3; ++i)
+    for (index_t j = 0; j < 2; ++j) REQUIRE(cols(i, j) == float(i * 4 + 1 + 2 * j));
+  const auto t = meld::to<meld::cpu<>>(m1.transpose());
+  for (index_t i = 0; i < 4; ++i)
+    for (index_t j = 0; j < 3; ++j) REQUIRE(t(i, j) == float(j * 4 + i));
+  // An assignment that changes the shape keeps the tensor on its device, as one that keeps it.
+  tensor<float, B> other;
+  {
+    meld::device_guard<B> guard(1);
+    other = meld::full<float, B>({2, 2}, 1.5f);
+  }
+  m1 = other * 2.f;
+  REQUIRE(m1.device() == 1);
+  REQUIRE(m1.shape() == meld::shape_t{2, 2});
+  REQUIRE(meld::to<meld::cpu<>>(m1)(1, 1) == 3.f);
+  m1 = other + 1.f;  // the same shape: in place, on device 1
+  REQUIRE(m1.device() == 1);
+  REQUIRE(meld::to<meld::cpu<>>(m1)(0, 1) == 2.5f);
 }

@@ -195,6 +195,52 @@ BACKEND_TEST_CASE("integer operations never trap", "[elementwise]") {
   REQUIRE(neg(0) == 0);
 }
 
+BACKEND_TEST_CASE("float to integer casts saturate; NaN gives 0", "[elementwise]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double in[] = {std::numeric_limits<double>::quiet_NaN(),
+                       inf,
+                       -inf,
+                       1e20,
+                       -1e20,
+                       2.7,
+                       -2.7,
+                       2147483647.0,
+                       2147483648.0,
+                       -2147483648.0,
+                       -2147483649.0,
+                       255.9,
+                       -0.9,
+                       9.3e18,
+                       -9.3e18};
+  constexpr std::int64_t i32max = 2147483647, i32min = -2147483648LL;
+  constexpr std::int64_t i64max = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t i64min = std::numeric_limits<std::int64_t>::min();
+  const std::int64_t want32[] = {0,      i32max, i32min, i32max, i32min, 2,      -2,    i32max,
+                                 i32max, i32min, i32min, 255,    0,      i32max, i32min};
+  const std::int64_t want64[] = {0,  i64max,     i64min,       i64max,        i64min,        2,
+                                 -2, 2147483647, 2147483648LL, -2147483648LL, -2147483649LL, 255,
+                                 0,  i64max,     i64min};
+  const std::int64_t want_u8[] = {0, 255, 0, 255, 0, 2, 0, 255, 255, 0, 0, 255, 0, 255, 0};
+  constexpr index_t n = 15;
+  tensor<double> hd({n});
+  tensor<float> hf({n});
+  for (index_t i = 0; i < n; ++i) hd(i) = in[i], hf(i) = static_cast<float>(in[i]);
+  const auto d = test::on<B>(hd);
+  const auto f = test::on<B>(hf);
+  const auto c32 = test::host(tensor<std::int32_t, B>(meld::cast<std::int32_t>(d)));
+  const auto c64 = test::host(tensor<std::int64_t, B>(meld::cast<std::int64_t>(d)));
+  const auto cu8 = test::host(tensor<std::uint8_t, B>(meld::cast<std::uint8_t>(d)));
+  const auto f32 = test::host(tensor<std::int32_t, B>(meld::cast<std::int32_t>(f)));
+  for (index_t i = 0; i < n; ++i) {
+    INFO("input " << in[i]);
+    REQUIRE(c32(i) == want32[i]);
+    REQUIRE(c64(i) == want64[i]);
+    REQUIRE(cu8(i) == want_u8[i]);
+    // From float: the same, where the float holds the same value (2147483647 rounds to 2^31).
+    if (static_cast<double>(hf(i)) == in[i] || std::isnan(in[i])) REQUIRE(f32(i) == want32[i]);
+  }
+}
+
 BACKEND_TEST_CASE("NaN propagates through maximum, minimum and relu", "[elementwise]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   tensor<float> ha({40}), hb({40});

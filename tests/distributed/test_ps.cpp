@@ -5,7 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -521,14 +526,14 @@ TEST_CASE("param_server: pull_rows of more than 1024 bytes from one server", "[p
 
 TEST_CASE("param_server: workers busy for longer than the timeout are no failure", "[ps]") {
   {
-    meld::param_server<double> ps(MPI_COMM_WORLD, options(1, false, "sync", 500ms), accumulate());
+    meld::param_server<double> ps(MPI_COMM_WORLD, options(1, false, "sync", 1s), accumulate());
     if (!ps.is_worker()) {
       ps.serve();  // no error: every worker closed
     } else {
       std::vector<double> v(6, 0.0);
       ps.init(0, v).wait();
       for (int r = 1; r <= 2; ++r) {
-        std::this_thread::sleep_for(900ms);  // every worker computes for 1.8x the timeout
+        std::this_thread::sleep_for(1600ms);  // every worker computes for 1.6x the timeout
         ps.push(0, std::vector<double>(6, 1.0)).wait();
         ps.pull(0, v).wait();
         REQUIRE(v == std::vector<double>(6, static_cast<double>(r * ps.workers())));
@@ -678,4 +683,211 @@ TEST_CASE("param_server: a truncated or corrupted server checkpoint is refused w
   }
   if (rank < 2) std::remove((path + ".server" + std::to_string(rank)).c_str());
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+namespace {
+
+// One server driven by hand on this rank alone (MPI_COMM_SELF): the protocol fuzzer's target.
+struct lone_server {
+  using server_t = meld::detail::ps::server<double>;
+  MPI_Comm req = MPI_COMM_NULL, rep = MPI_COMM_NULL;
+  meld::detail::ps::mpi_calls mpi;
+  std::unique_ptr<server_t> server;
+  std::thread thread;
+  std::string failure = "running";
+  std::uint64_t requests = 0;
+
+  lone_server() {
+    MPI_Comm_dup(MPI_COMM_SELF, &req);
+    MPI_Comm_dup(MPI_COMM_SELF, &rep);
+    server_t::config c;
+    c.servers = 1;
+    c.workers = 1;
+    c.timeout = 10s;
+    server = std::make_unique<server_t>(c, accumulate(), req, rep, "");
+    thread = std::thread([this] { failure = server->run(); });
+  }
+  ~lone_server() {
+    if (thread.joinable()) {
+      server->stop();
+      thread.join();
+    }
+    MPI_Comm_free(&req);
+    MPI_Comm_free(&rep);
+  }
+  void send(const std::vector<std::byte>& bytes) {
+    MPI_Request r;
+    {
+      auto lock = mpi.lock();
+      MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0,
+                meld::detail::ps::request_tag, req, &r);
+    }
+    for (int done = 0; !done; std::this_thread::yield()) {
+      auto lock = mpi.lock();
+      MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+    }
+  }
+  // The next reply (within 5 s).
+  meld::detail::ps::message reply() {
+    meld::detail::ps::message m;
+    const auto deadline = clk::now() + 5s;
+    for (;;) {
+      {
+        auto lock = mpi.lock();
+        int flag = 0;
+        MPI_Status st;
+        MPI_Iprobe(0, meld::detail::ps::reply_tag, rep, &flag, &st);
+        if (flag) {
+          int n = 0;
+          MPI_Get_count(&st, MPI_BYTE, &n);
+          m.bytes().resize(static_cast<std::size_t>(n));
+          MPI_Recv(m.bytes().data(), n, MPI_BYTE, 0, meld::detail::ps::reply_tag, rep,
+                   MPI_STATUS_IGNORE);
+          return m;
+        }
+      }
+      if (clk::now() > deadline) throw std::runtime_error("the server did not answer");
+      std::this_thread::yield();
+    }
+  }
+  bool pending_reply() {
+    std::this_thread::sleep_for(2ms);
+    auto lock = mpi.lock();
+    int flag = 0;
+    MPI_Iprobe(0, meld::detail::ps::reply_tag, rep, &flag, MPI_STATUS_IGNORE);
+    return flag;
+  }
+  meld::detail::ps::header head(meld::detail::ps::op kind, std::uint64_t clock = 0) {
+    meld::detail::ps::header h;
+    h.kind = kind;
+    h.key = 0;
+    h.worker = 0;
+    h.clock = clock;
+    h.request = ++requests;
+    h.row_begin = 0;
+    h.rows = 4;
+    return h;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("param_server: a server fed random, cut, forged and replayed requests (fuzz)", "[ps]") {
+  // Each malformed request is answered with an error and changes nothing; the value equals a
+  // reference that applies the well-formed pushes alone, and the server ends without a failure.
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return;
+  using meld::detail::ps::message;
+  using meld::detail::ps::op;
+  lone_server s;
+  std::mt19937_64 rng(20261204);
+  auto uniform = [&](std::uint64_t n) { return static_cast<std::size_t>(rng() % n); };
+  const std::size_t rows = 4, cols = 3, n = rows * cols;
+  std::vector<double> reference(n);
+  for (std::size_t i = 0; i < n; ++i) reference[i] = static_cast<double>(i);
+  // The key: 4 rows of 3.
+  {
+    auto h = s.head(op::init);
+    h.rows_total = 4;
+    h.cols = 3;
+    message m(h, n * sizeof(double));
+    std::memcpy(m.payload(), reference.data(), n * sizeof(double));
+    s.send(m.bytes());
+    REQUIRE(s.reply().head().status == 0);
+  }
+  auto pull_matches = [&] {
+    const auto h = s.head(op::pull);
+    s.send(message(h).bytes());
+    const message r = s.reply();
+    REQUIRE(r.head().request == h.request);
+    REQUIRE(r.head().status == 0);
+    REQUIRE(r.payload_bytes() == n * sizeof(double));
+    std::vector<double> got(n);
+    std::memcpy(got.data(), r.payload(), n * sizeof(double));
+    REQUIRE(got == reference);
+  };
+  auto refused = [&](const std::vector<std::byte>& bytes, std::uint64_t request) {
+    s.send(bytes);
+    const message r = s.reply();
+    REQUIRE(r.head().request == request);
+    REQUIRE(r.head().status != 0);
+    REQUIRE_THAT(std::string(reinterpret_cast<const char*>(r.payload()), r.payload_bytes()),
+                 Catch::Matchers::Contains("refused"));
+  };
+  std::uint64_t round = 0;
+  std::vector<message> pushes;  // for replays
+  int kinds[8] = {};
+  for (int it = 0; it < 3000; ++it) {
+    const int what = static_cast<int>(uniform(8));
+    ++kinds[what];
+    if (what == 0) {  // a well-formed push (applied) and, sometimes, a check
+      auto h = s.head(op::push, ++round);
+      message m(h, n * sizeof(double));
+      std::vector<double> g(n);
+      for (auto& x : g) x = static_cast<double>(uniform(9)) - 4;
+      std::memcpy(m.payload(), g.data(), n * sizeof(double));
+      for (std::size_t i = 0; i < n; ++i) reference[i] += g[i];
+      s.send(m.bytes());
+      pushes.push_back(std::move(m));
+    } else if (what == 1) {  // random bytes with an invalid kind (or shorter than a header)
+      std::vector<std::byte> b(uniform(200));
+      for (auto& x : b) x = static_cast<std::byte>(rng());
+      if (b.size() < sizeof(meld::detail::ps::header)) {
+        s.send(b);
+        REQUIRE_FALSE(s.pending_reply());  // not a request: dropped
+        continue;
+      }
+      const std::int32_t kind = 100 + static_cast<std::int32_t>(uniform(1000));
+      std::memcpy(b.data(), &kind, sizeof kind);
+      std::uint64_t request;
+      std::memcpy(&request, b.data() + offsetof(meld::detail::ps::header, request), 8);
+      const std::int32_t worker = 0;
+      std::memcpy(b.data() + offsetof(meld::detail::ps::header, worker), &worker, 4);
+      refused(b, request);
+    } else if (what == 2 && !pushes.empty()) {  // a replayed push
+      message& old = pushes[uniform(pushes.size())];
+      refused(old.bytes(), old.head().request);
+    } else if (what == 3) {  // a push cut short
+      auto h = s.head(op::push, round + 1);
+      message m(h, uniform(n) * sizeof(double) + uniform(8));
+      refused(m.bytes(), h.request);
+    } else if (what == 4) {  // a forged worker index or key sign
+      auto h = s.head(uniform(2) ? op::pull : op::push, round + 1);
+      if (uniform(2))
+        h.worker = 1 + static_cast<std::int32_t>(uniform(5));
+      else
+        h.key = -1 - static_cast<std::int32_t>(uniform(5));
+      message m(h, h.kind == op::push ? n * sizeof(double) : 0);
+      refused(m.bytes(), h.request);
+    } else if (what == 5) {  // rows that are not the shard's, or sparse rows outside it
+      auto h = s.head(uniform(2) ? op::pull_rows : op::pull);
+      if (h.kind == op::pull) {
+        h.rows = 1 + static_cast<std::int64_t>(uniform(3));
+        refused(message(h).bytes(), h.request);
+      } else {
+        h.rows = 2;
+        message m(h, 2 * sizeof(std::int64_t));
+        const std::int64_t ids[2] = {1, uniform(2) ? 4 + static_cast<std::int64_t>(uniform(9))
+                                                   : -1 - static_cast<std::int64_t>(uniform(9))};
+        std::memcpy(m.payload(), ids, sizeof ids);
+        refused(m.bytes(), h.request);
+      }
+    } else if (what == 6) {  // a second init of another shape, or of a size it does not carry
+      auto h = s.head(op::init);
+      h.key = 1;
+      h.rows_total = 4;
+      h.cols = 3;
+      message m(h, n * sizeof(double) - 8 * (1 + uniform(4)));
+      refused(m.bytes(), h.request);
+    } else {
+      pull_matches();
+    }
+  }
+  pull_matches();
+  for (int k : kinds) REQUIRE(k > 0);
+  s.send(message(s.head(op::done)).bytes());
+  REQUIRE(s.reply().head().status == 0);
+  s.thread.join();
+  REQUIRE(s.failure.empty());
 }

@@ -3,6 +3,8 @@
 // operands are made on the host, the references are computed from those host copies (plain loops,
 // written once for the host), and the results come back through test::host.
 #include <array>
+#include <cmath>
+#include <limits>
 
 #include "../backends.hpp"
 #include "nn_support.hpp"
@@ -307,6 +309,25 @@ BACKEND_TEST_CASE("batch_norm: batch statistics, running statistics, evaluation 
   nn::batch_norm<double, B> one(2);
   REQUIRE_THROWS_AS(one.forward(tensor_b({1, 2})), meld::shape_error);  // 1 value each
   REQUIRE_THROWS_AS(one.forward(tensor_b({4, 3})), meld::shape_error);
+}
+
+BACKEND_TEST_CASE("softmax cross-entropy: masked classes (-inf) and logits at FLT_MAX", "[nn]") {
+  const float inf = std::numeric_limits<float>::infinity(), big = std::numeric_limits<float>::max();
+  tensor<float> hz({4, 3});
+  const float rows[4][3] = {{2, -inf, 1}, {big, -big, big}, {0, -inf, -inf}, {-inf, 5, -big}};
+  for (index_t i = 0; i < 4; ++i)
+    for (index_t j = 0; j < 3; ++j) hz(i, j) = rows[i][j];
+  tensor<std::int64_t> ht({4});
+  ht(0) = 0, ht(1) = 2, ht(2) = 0, ht(3) = 1;
+  tensor<float, B> grad;
+  const double loss = nn::cross_entropy(test::on<B>(hz), test::on<B>(ht), grad);
+  tensor<double> want_grad;
+  const double want = naive_cross_entropy(hz, ht, want_grad);  // in double: nothing overflows
+  REQUIRE(std::isfinite(loss));
+  REQUIRE(loss == Approx(want).epsilon(1e-6));
+  REQUIRE(want == Approx((std::log1p(std::exp(-1.0)) + std::log(2.0)) / 4).epsilon(1e-12));
+  require_close(test::host(grad), want_grad, 1e-6);
+  REQUIRE(double(nn::cross_entropy(test::on<B>(hz), test::on<B>(ht))) == loss);
 }
 
 BACKEND_TEST_CASE("softmax cross-entropy matches a naive log-softmax and stays finite", "[nn]") {

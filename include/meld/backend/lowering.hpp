@@ -104,4 +104,18 @@ void check_devices(const char* what, const X&... operands) {
   (for_each_leaf(operands, check), ...);
 }
 
+// The device of an expression's first operand that lives on a device (-1 when none does).
+template <class X>
+int operand_device(const X& e) {
+  int device = -1;
+  for_each_leaf(e, [&](const auto& leaf) {
+    using L = std::remove_cvref_t<decltype(leaf)>;
+    if constexpr (strided_leaf<L> && !std::is_same_v<backend_t<L>, no_backend>) {
+      if constexpr (!backend_t<L>::host_accessible)
+        if (device < 0 && leaf.storage_ptr()) device = leaf.storage_ptr()->device();
+    }
+  });
+  return device;
+}
+
 }  // namespace meld::detail

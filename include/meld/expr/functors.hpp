@@ -36,6 +36,21 @@ inline constexpr bool same_numeric = (std::is_same_v<Ts, S> && ...) && !std::is_
 template <class S, class... Ts>
 inline constexpr bool same_floating = same_numeric<S, Ts...>&& std::is_floating_point_v<S>;
 
+// A floating-point value converted to the integer type I, defined for every input (a plain
+// static_cast is undefined behaviour for NaN, infinities and values out of I's range): NaN gives
+// 0, values beyond I's range the nearest limit, the rest truncate toward zero. (Rust's `as` and
+// Java's casts do the same; numpy gives INT_MIN with a warning.)
+template <class I, class F>
+MELD_HD MELD_INLINE I saturating_cast(F x) {
+  constexpr int digits = std::numeric_limits<I>::digits;           // 31 for int32, 32 for uint32
+  constexpr F upper = F(std::uint64_t(1) << (digits - 1)) * F(2);  // 2^digits: exact in F
+  constexpr F lower = std::is_signed_v<I> ? -upper : F(-1);        // exclusive below
+  if (!(x == x)) return I(0);
+  if (x >= upper) return std::numeric_limits<I>::max();
+  if (x <= lower) return std::numeric_limits<I>::min();
+  return static_cast<I>(x);
+}
+
 }  // namespace detail
 
 namespace ops {
@@ -331,7 +346,11 @@ struct cast_op {
   static constexpr bool simd = std::is_same_v<To, S>&& detail::same_numeric<S, Ts...>;
   template <class A>
   MELD_HD MELD_INLINE To operator()(const A& a) const {
-    return static_cast<To>(a);
+    if constexpr (std::is_floating_point_v<A> && std::is_integral_v<To> &&
+                  !std::is_same_v<To, bool>)
+      return detail::saturating_cast<To>(a);
+    else
+      return static_cast<To>(a);
   }
 };
 

@@ -108,7 +108,9 @@ auto logical_not(A&& a) {
   return detail::make_unary<ops::logical_not>(std::forward<A>(a));
 }
 
-/// Converts each element to To (static_cast semantics).
+/// Converts each element to To (static_cast semantics), with floating-point to integer
+/// conversions defined for every value: NaN gives 0, values beyond To's range saturate at its
+/// limits, the rest truncate toward zero.
 template <class To, expression A>
 auto cast(A&& a) {
   return detail::make_unary<ops::cast_op<To>>(std::forward<A>(a));

@@ -44,7 +44,7 @@ struct softmax_cross_entropy {
     const auto target = cast<T>(targets.reshape({n, 1}));
     const auto onehot = where(column == target, T(1), T(0));
     grad = (exp(logits - m - lse) - onehot) * (T(1) / static_cast<T>(n));
-    return loss_of(lse - meld::sum(onehot * (logits - m), 1, true), targets, logits.shape()[1]);
+    return loss_of(lse - target_logit(column == target, logits, m), targets, logits.shape()[1]);
   }
 
   /// The mean loss alone (evaluation), as an nn::loss_value.
@@ -55,8 +55,8 @@ struct softmax_cross_entropy {
     const tensor<T, B> m = meld::max(logits, 1, true);
     const tensor<T, B> lse = log(meld::sum(exp(logits - m), 1, true));
     const tensor<T, B> column = arange<T, B>(T(logits.shape()[1])).reshape({1, logits.shape()[1]});
-    const auto onehot = where(column == cast<T>(targets.reshape({n, 1})), T(1), T(0));
-    return loss_of(lse - meld::sum(onehot * (logits - m), 1, true), targets, logits.shape()[1]);
+    const auto is_target = column == cast<T>(targets.reshape({n, 1}));
+    return loss_of(lse - target_logit(is_target, logits, m), targets, logits.shape()[1]);
   }
 
   /// logsumexp along axis 1, kept as {batch, 1}: m + log(sum exp(z - m)).
@@ -67,6 +67,14 @@ struct softmax_cross_entropy {
   }
 
  private:
+  // Each row's target logit, shifted by the row's max: {batch, 1}. Selected, not multiplied by a
+  // one-hot mask, since 0 x -inf is NaN for a masked class (a logit of -inf) or a shifted logit
+  // that overflowed (-FLT_MAX - FLT_MAX).
+  template <class C, class T, class B>
+  static auto target_logit(const C& is_target, const tensor<T, B>& logits, const tensor<T, B>& m) {
+    return meld::sum(where(is_target, logits - m, T(0)), 1, true);
+  }
+
   // The loss_value of per-sample losses {batch, 1}: their sum and the number of class indices
   // out of range, side by side in one tensor of 2 elements on the backend.
   template <class E, class B>

@@ -6,6 +6,8 @@
 #include <type_traits>
 
 #include "../backend/backend.hpp"
+#include "../backend/device.hpp"
+#include "../backend/lowering.hpp"
 #include "tensor.hpp"
 
 namespace meld {
@@ -31,10 +33,22 @@ tensor<T, To> to(const tensor<T, From>& t) {
   return out;
 }
 
-/// Evaluates an expression and copies the result to backend To.
+/// Evaluates an expression (a view, say) and copies the result to backend To. On a device
+/// backend the expression is evaluated on its operands' device, whichever is current.
 template <class To, expression E>
 requires(!detail::is_tensor<std::remove_cvref_t<E>>) tensor<value_t<E>, To> to(const E& e) {
-  return to<To>(tensor<value_t<E>, backend_t<E>>(e));
+  using From = backend_t<E>;
+  if constexpr (!From::host_accessible) {
+    const int device = detail::operand_device(e);
+    if (device >= 0 && device != memory<From>::current_device()) {
+      tensor<value_t<E>, From> staged = [&] {
+        device_guard<From> on(device);
+        return tensor<value_t<E>, From>(e);
+      }();
+      return to<To>(staged);
+    }
+  }
+  return to<To>(tensor<value_t<E>, From>(e));
 }
 
 /// Copies the elements of src into dst, which has src's shape: between devices of one backend

@@ -187,10 +187,24 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
     if (shape == this->shape()) {
       detail::assign_to_view(*this, e, "assignment");
     } else {
-      tensor fresh(shape, uninitialized);
+      tensor fresh = on_own_device(shape);
       detail::assign_to_view(fresh, e, "assignment");
       swap(fresh);
     }
+  }
+
+  // A tensor of `shape` on this tensor's device: a resized tensor stays where it lives (new
+  // tensors go to the current device).
+  tensor on_own_device(const shape_t& shape) const {
+    const int current = memory<Backend>::current_device();
+    const int home = this->storage_ ? this->storage_->device() : current;
+    if (home == current) return tensor(shape, uninitialized);
+    struct restore {
+      int device;
+      ~restore() { memory<Backend>::set_current_device(device); }
+    } back{current};
+    memory<Backend>::set_current_device(home);
+    return tensor(shape, uninitialized);
   }
 };
 

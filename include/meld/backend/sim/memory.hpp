@@ -107,7 +107,7 @@ class sim_arena {
 #endif
       device_base_ = static_cast<char*>(dev);
       host_base_ = static_cast<char*>(host);
-      capacity_ = capacity;
+      capacity_ = free_bytes_ = capacity;
       insert_free(0, capacity);
       return;
     }
