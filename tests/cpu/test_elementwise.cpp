@@ -220,7 +220,6 @@ BACKEND_TEST_CASE("float to integer casts saturate; NaN gives 0", "[elementwise]
   const std::int64_t want64[] = {0,  i64max,     i64min,       i64max,        i64min,        2,
                                  -2, 2147483647, 2147483648LL, -2147483648LL, -2147483649LL, 255,
                                  0,  i64max,     i64min};
-  const std::int64_t want_u8[] = {0, 255, 0, 255, 0, 2, 0, 255, 255, 0, 0, 255, 0, 255, 0};
   constexpr index_t n = 15;
   tensor<double> hd({n});
   tensor<float> hf({n});
@@ -229,13 +228,11 @@ BACKEND_TEST_CASE("float to integer casts saturate; NaN gives 0", "[elementwise]
   const auto f = test::on<B>(hf);
   const auto c32 = test::host(tensor<std::int32_t, B>(meld::cast<std::int32_t>(d)));
   const auto c64 = test::host(tensor<std::int64_t, B>(meld::cast<std::int64_t>(d)));
-  const auto cu8 = test::host(tensor<std::uint8_t, B>(meld::cast<std::uint8_t>(d)));
   const auto f32 = test::host(tensor<std::int32_t, B>(meld::cast<std::int32_t>(f)));
   for (index_t i = 0; i < n; ++i) {
     INFO("input " << in[i]);
     REQUIRE(c32(i) == want32[i]);
     REQUIRE(c64(i) == want64[i]);
-    REQUIRE(cu8(i) == want_u8[i]);
     // From float: the same, where the float holds the same value (2147483647 rounds to 2^31).
     if (static_cast<double>(hf(i)) == in[i] || std::isnan(in[i])) REQUIRE(f32(i) == want32[i]);
   }

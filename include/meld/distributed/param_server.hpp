@@ -51,6 +51,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <map>
 #include <memory>
@@ -463,13 +464,49 @@ class param_server {
   }
 
   std::shared_ptr<detail::ps::operation> start(std::string what) {
+    throttle();
     auto op = std::make_shared<detail::ps::operation>();
     op->what = std::move(what);
     op->rank = rank_;
     op->failure = failure_;
     op->deadline = detail::ps::clock::now() + 2 * timeout_;
     op->router = router_;
+    sending_.push_back(op);
     return op;
+  }
+
+  // Flow control: at most max_sending operations whose sends MPI has not completed. Open MPI's
+  // progress engine walks its pending sends on every call, so with 100,000 of them each call
+  // crawled; past the limit a new operation waits here for the oldest sends to go out (their
+  // replies may still be outstanding: those operations stay in flight).
+  static constexpr std::size_t max_sending = 1024;
+  void throttle() {
+    detail::dist::backoff pause(2 * timeout_);
+    while (sending_.size() >= max_sending) {
+      bool sent = true;
+      {
+        auto lock = mpi_.lock();
+        for (auto& s : sending_.front()->sends) {
+          int flag = 0;
+          if (MPI_Test(&s.request, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) flag = 1;
+          sent = sent && flag;  // (a failed send is reported by its operation's handle)
+        }
+      }
+      if (sent) {
+        sending_.pop_front();
+        pause.progressed();
+        continue;
+      }
+      router_->poll(mpi_);  // replies keep arriving meanwhile
+      if (pause.expired()) {
+        failure_->text =
+            detail::cat("meld::param_server worker rank ", rank_, ": no server took a request for ",
+                        detail::dist::seconds_str(2 * timeout_), " (a server that died or stalls)");
+        failure_->why = comm_error::reason::timeout;
+        throw comm_error(failure_->why, failure_->text);
+      }
+      pause.pause();
+    }
   }
 
   void send(detail::ps::operation& op, int server, detail::ps::message msg) {
@@ -508,6 +545,7 @@ class param_server {
   std::shared_ptr<detail::ps::worker_failure> failure_ =
       std::make_shared<detail::ps::worker_failure>();
   std::shared_ptr<detail::ps::reply_router> router_;
+  std::deque<std::shared_ptr<detail::ps::operation>> sending_;  // oldest first
   std::unique_ptr<detail::ps::server<T>> server_;
   std::string server_failure_;
   std::thread thread_;  // last: joined before the rest goes
