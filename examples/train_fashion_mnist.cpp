@@ -230,10 +230,12 @@ options parse(int argc, char** argv) {
     } else if (flag == "--data") {
       o.data = v;
     } else if (flag == "--save") {
+      if (v.empty()) usage("--save needs a path (an empty one would save nothing)");
       o.save = v;
     } else if (flag == "--save-every") {
       o.save_every = parse_int<int>(flag, v, 1, 100000);
     } else if (flag == "--resume") {
+      if (v.empty()) usage("--resume needs a path");
       o.resume = v;
     } else if (flag == "--limit") {
       o.limit = parse_int<index_t>(flag, v, 1, index_t(1) << 40);
