@@ -22,7 +22,7 @@
 // blocks: it finalizes under a deadline and aborts otherwise.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "../backend/cuda/platform.hpp"
 #include <nccl.h>
 
 #include <chrono>

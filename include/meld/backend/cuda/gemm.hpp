@@ -2,7 +2,7 @@
 // conventions without copies where the layout allows (blas.hpp), other operands evaluated first.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "platform.hpp"
 
 #include <algorithm>
 
@@ -76,8 +76,11 @@ void executor<cuda<Policy>>::gemm(T alpha, const A& a_expr, const B& b_expr, T b
     executor::assign(c, cc);
     return;
   }
-  a.storage_ptr()->access().before(s, false);
-  b.storage_ptr()->access().before(s, false);
+  // (An empty operand, k = 0, has no storage: C = beta C.)
+  detail::cuda_access* a_access = a.storage_ptr() ? &a.storage_ptr()->access() : nullptr;
+  detail::cuda_access* b_access = b.storage_ptr() ? &b.storage_ptr()->access() : nullptr;
+  if (a_access) a_access->before(s, false);
+  if (b_access) b_access->before(s, false);
   out_access.before(s, true);
 
   cublasHandle_t h = detail::cublas_handle(device, s);
@@ -93,8 +96,8 @@ void executor<cuda<Policy>>::gemm(T alpha, const A& a_expr, const B& b_expr, T b
       b.raw_data(), type, opb.ld, bbs, a.raw_data(), type, opa.ld, abs_, &be,
       const_cast<T*>(c.raw_data()), type, ldc, rc == 3 ? cbs : 0, static_cast<int>(batches),
       compute, CUBLAS_GEMM_DEFAULT));
-  a.storage_ptr()->access().after(s, false);
-  b.storage_ptr()->access().after(s, false);
+  if (a_access) a_access->after(s, false);
+  if (b_access) b_access->after(s, false);
   out_access.after(s, true);
   finish(s);
 }

@@ -4,7 +4,7 @@
 // expr/walk.hpp's evaluate() and the same functors the CPU uses.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "platform.hpp"
 
 #include <cstdint>
 #include <type_traits>
@@ -155,7 +155,7 @@ struct evaluate_as {
 
 // ---- kernels ------------------------------------------------------------------------------------
 
-#if defined(__CUDACC__)
+#if defined(MELD_CUDA_KERNELS)
 
 // Contiguous operands of one shape: V elements per thread with vector loads and stores, then a
 // scalar tail; a grid-stride loop over all of it.
