@@ -49,7 +49,8 @@ void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, Acc a
         T* c = C + b * sc;
         for (long long i = 0; i < m; ++i) {
           Acc sum = 0;
-          for (long long l = 0; l < k; ++l) {
+          for (long long l = 0; alpha != Acc(0) && l < k;
+               ++l) {  // as BLAS: alpha 0 reads no operand
             const Acc x = static_cast<Acc>(ta == CUBLAS_OP_N ? a[i + l * lda] : a[l + i * lda]);
             const Acc y = static_cast<Acc>(tb == CUBLAS_OP_N ? bb[l + j * ldb] : bb[j + l * ldb]);
             sum += x * y;

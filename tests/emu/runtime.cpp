@@ -867,6 +867,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
   return meld_emu::enqueue(s, [q, target] { q->wait_for(target); });
 }
 
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {
+  if (!fn) return fail(cudaErrorInvalidValue);
+  return meld_emu::enqueue(s, [fn, data] { fn(data); });
+}
+
 // ---- events -------------------------------------------------------------------------------------
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {

@@ -133,6 +133,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaStreamQuery(cudaStream_t s);
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0);
 
+typedef void (*cudaHostFn_t)(void* data);
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data);
+
 cudaError_t cudaEventCreate(cudaEvent_t* e);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
