@@ -398,6 +398,22 @@ struct CUmemPoolHandle_st {
 namespace meld_emu {
 namespace {
 
+// The live streams and events, as the driver keeps its handles: what a program never destroys
+// stays reachable (handles left at exit are no leak of the program's).
+std::mutex handles_mutex;
+std::set<const void*>& handles() {
+  static auto* live = new std::set<const void*>;
+  return *live;
+}
+void keep_handle(const void* h) {
+  std::lock_guard lock(handles_mutex);
+  handles().insert(h);
+}
+void drop_handle(const void* h) {
+  std::lock_guard lock(handles_mutex);
+  handles().erase(h);
+}
+
 std::shared_ptr<stream_queue> start_queue(int device) {
   auto q = std::make_shared<stream_queue>();
   q->device = device;
@@ -817,6 +833,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) {
     std::lock_guard lock(d.mutex);
     d.blocking.push_back(st);
   }
+  meld_emu::keep_handle(st);
   *s = st;
   return cudaSuccess;
 }
@@ -839,6 +856,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     s->queue->changed.notify_all();
     s->queue->changed.wait(lock, [&] { return s->queue->stopped; });
   }
+  meld_emu::drop_handle(s);
   delete s;
   return cudaSuccess;
 }
@@ -878,6 +896,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
   if (!e || (flags & ~3u)) return fail(cudaErrorInvalidValue);
   *e = new CUevent_st;
   (*e)->device = current_device;
+  meld_emu::keep_handle(*e);
   return cudaSuccess;
 }
 
@@ -887,6 +906,7 @@ cudaError_t cudaEventCreate(cudaEvent_t* e) {
 
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
   if (!e) return fail(cudaErrorInvalidResourceHandle);
+  meld_emu::drop_handle(e);
   delete e;
   return cudaSuccess;
 }
