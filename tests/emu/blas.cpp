@@ -1,6 +1,8 @@
 // The emulated cuBLAS (include/cublas_v2.h).
 #include <cublas_v2.h>
 
+#include "handles.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -16,11 +18,13 @@ cublasStatus_t cublasCreate(cublasHandle_t* handle) {
   if (cudaGetDeviceCount(&device) != cudaSuccess) return CUBLAS_STATUS_NOT_INITIALIZED;
   (void)cudaGetDevice(&device);
   *handle = new cublasContext{device, nullptr};
+  meld_emu::keep_handle(*handle);
   return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasDestroy(cublasHandle_t handle) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  meld_emu::drop_handle(handle);
   delete handle;
   return CUBLAS_STATUS_SUCCESS;
 }

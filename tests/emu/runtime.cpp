@@ -1,6 +1,8 @@
 // The emulated CUDA runtime (include/cuda_runtime.h says what it keeps of CUDA's semantics).
 #include <cuda_runtime.h>
 
+#include "handles.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -398,22 +400,6 @@ struct CUmemPoolHandle_st {
 namespace meld_emu {
 namespace {
 
-// The live streams and events, as the driver keeps its handles: what a program never destroys
-// stays reachable (handles left at exit are no leak of the program's).
-std::mutex handles_mutex;
-std::set<const void*>& handles() {
-  static auto* live = new std::set<const void*>;
-  return *live;
-}
-void keep_handle(const void* h) {
-  std::lock_guard lock(handles_mutex);
-  handles().insert(h);
-}
-void drop_handle(const void* h) {
-  std::lock_guard lock(handles_mutex);
-  handles().erase(h);
-}
-
 std::shared_ptr<stream_queue> start_queue(int device) {
   auto q = std::make_shared<stream_queue>();
   q->device = device;
@@ -474,6 +460,24 @@ bool in_allocation(const void* p, std::size_t bytes) {
 
 int stream_device(cudaStream_t s) {
   return resolve(s)->queue->device;
+}
+
+namespace {
+std::mutex handles_mutex;
+std::set<const void*>& handles() {
+  static auto* live = new std::set<const void*>;
+  return *live;
+}
+}  // namespace
+
+void keep_handle(const void* h) {
+  std::lock_guard lock(handles_mutex);
+  handles().insert(h);
+}
+
+void drop_handle(const void* h) {
+  std::lock_guard lock(handles_mutex);
+  handles().erase(h);
 }
 
 cudaError_t fail(cudaError_t e) {

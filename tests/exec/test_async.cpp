@@ -39,7 +39,7 @@ using clk = std::chrono::steady_clock;
 
 namespace {
 
-void sleep_ms(int ms) {
+[[maybe_unused]] void sleep_ms(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
