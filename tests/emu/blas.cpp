@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 struct cublasContext {
   int device = 0;
@@ -51,17 +52,25 @@ void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, Acc a
         const T* a = A + b * sa;
         const T* bb = B + b * sb;
         T* c = C + b * sc;
-        for (long long i = 0; i < m; ++i) {
-          Acc sum = 0;
-          for (long long l = 0; alpha != Acc(0) && l < k;
-               ++l) {  // as BLAS: alpha 0 reads no operand
-            const Acc x = static_cast<Acc>(ta == CUBLAS_OP_N ? a[i + l * lda] : a[l + i * lda]);
+        // Each element sums over l in order; A's column runs contiguously when it is not transposed
+        // (then a column of C accumulates at once), its row otherwise.
+        std::vector<Acc> sum(static_cast<std::size_t>(m), Acc(0));
+        if (alpha != Acc(0)) {  // as BLAS: alpha 0 reads no operand
+          for (long long l = 0; l < k; ++l) {
             const Acc y = static_cast<Acc>(tb == CUBLAS_OP_N ? bb[l + j * ldb] : bb[j + l * ldb]);
-            sum += x * y;
+            if (ta == CUBLAS_OP_N)
+              for (long long i = 0; i < m; ++i)
+                sum[static_cast<std::size_t>(i)] += static_cast<Acc>(a[i + l * lda]) * y;
+            else
+              for (long long i = 0; i < m; ++i)
+                sum[static_cast<std::size_t>(i)] += static_cast<Acc>(a[l + i * lda]) * y;
           }
+        }
+        for (long long i = 0; i < m; ++i) {
+          const Acc s = sum[static_cast<std::size_t>(i)];
           T& out = c[i + j * ldc];
-          out = static_cast<T>(beta == Acc(0) ? alpha * sum
-                                              : alpha * sum + beta * static_cast<Acc>(out));
+          out =
+              static_cast<T>(beta == Acc(0) ? alpha * s : alpha * s + beta * static_cast<Acc>(out));
         }
       });
 }
