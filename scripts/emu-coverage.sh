@@ -25,7 +25,8 @@ wanted = lambda f: (f.startswith(os.path.join(root, "include/meld/backend/cuda/"
                     or f == os.path.join(root, "include/meld/distributed/nccl_comm.hpp"))
 code = collections.defaultdict(set)
 hit = collections.defaultdict(set)
-gcdas = [os.path.join(d, f) for d, _, fs in os.walk(build) for f in fs if f.endswith(".gcda")]
+gcdas = [os.path.abspath(os.path.join(d, f)) for d, _, fs in os.walk(build) for f in fs
+         if f.endswith(".gcda")]
 tmp = os.path.join(build, "gcov-json")
 os.makedirs(tmp, exist_ok=True)
 for gcda in gcdas:
