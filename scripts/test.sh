@@ -3,14 +3,16 @@
 # (GPU tests run where there is a GPU, else report skipped), then g++ release (with MPI, the
 # examples and benchmarks), clang++ with AddressSanitizer + UndefinedBehaviorSanitizer (the second
 # compiler: clang instruments in less than half of g++'s compile time), the parameter server's
-# MPI tests built with clang++ as well (clang-ps) and g++ with ThreadSanitizer (threading tests
-# and the asynchronous instantiations). Installs
+# MPI tests built with clang++ as well (clang-ps), g++ with ThreadSanitizer (threading tests and
+# the asynchronous instantiations), and the CUDA backend on the emulated device under
+# AddressSanitizer + UndefinedBehaviorSanitizer (emu). Installs
 # missing packages first. Every configuration runs even when an earlier one fails; the last line
 # totals them all: `N passed, M failed, K skipped` (a configuration that does not build counts as
 # one failed test). Exits non-zero if anything failed.
 #   scripts/test.sh            everything
-#   scripts/test.sh release    one configuration (cuda, release, clang-ps, asan, tsan; or clang: an
-#                              optimized clang++ build, not part of the default set)
+#   scripts/test.sh release    one configuration (cuda, release, clang-ps, asan, tsan, emu; or
+#                              clang: an optimized clang++ build, or emu-tsan: the emulated device
+#                              under ThreadSanitizer, not part of the default set)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 jobs=${MELD_JOBS:-$(nproc)}
@@ -49,7 +51,7 @@ run() {  # run <preset>: configure, build, test; adds to the totals
 }
 
 # CUDA first: without a GPU its tests all report skipped, and the suites that run come after it.
-default="release clang-ps asan tsan"
+default="release clang-ps asan tsan emu"
 if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then default="cuda $default"; fi
 mkdir -p build
 for c in ${@:-$default}; do run "$c"; done

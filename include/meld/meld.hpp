@@ -13,8 +13,9 @@
 
 #include "nn/model.hpp"
 
-// The CUDA backend: in files compiled by nvcc, when the build enables it (MELD_ENABLE_CUDA).
-#if defined(MELD_ENABLE_CUDA) && defined(__CUDACC__)
+// The CUDA backend: in files compiled by nvcc (or against the emulated device of the tests), when
+// the build enables it (MELD_ENABLE_CUDA; core/config.hpp).
+#if defined(MELD_CUDA_BACKEND)
 #include "backend/cuda/cuda.hpp"
 #include "backend/cuda/executor.hpp"
 #include "backend/cuda/half.hpp"

@@ -39,7 +39,7 @@ using clk = std::chrono::steady_clock;
 
 namespace {
 
-void sleep_ms(int ms) {
+[[maybe_unused]] void sleep_ms(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
@@ -48,13 +48,24 @@ double seconds_since(clk::time_point t0) {
 }
 
 #if defined(MELD_TEST_CUDA)
-// Occupies one GPU thread for `ns` nanoseconds of the GPU's global timer.
+// The GPU's global timer in nanoseconds (in device code compiled for the host, as on the emulated
+// device: the host's steady clock).
+__device__ inline unsigned long long timer_ns() {
+#if defined(__CUDA_ARCH__)
+  unsigned long long now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  return now;
+#else
+  return static_cast<unsigned long long>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(clk::now().time_since_epoch()).count());
+#endif
+}
+
+// Occupies one GPU thread for `ns` nanoseconds of the global timer.
 __global__ void spin_for(long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < static_cast<unsigned long long>(ns));
+  const unsigned long long start = timer_ns();
+  while (timer_ns() - start < static_cast<unsigned long long>(ns)) {
+  }
 }
 #endif
 
@@ -83,7 +94,7 @@ struct stream_of<meld::cuda<meld::async>> {
   using guard = meld::cuda_stream_guard;
   static type make(const std::string&) { return type(); }
   static void busy(type& s, int ms) {
-    spin_for<<<1, 1, 0, s.handle()>>>(ms * 1000000LL);
+    meld::detail::cuda_eval::start_kernel(spin_for, dim3(1), dim3(1), s.handle(), ms * 1000000LL);
     MELD_CUDA_CHECK(cudaGetLastError());
   }
   static void stamp(type& s, clk::time_point& at) {

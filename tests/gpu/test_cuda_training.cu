@@ -1,7 +1,8 @@
 // Training on a GPU (run where one is present, reported skipped otherwise): a model on
 // cuda<async> (linear, convolution, pooling, dropout-free) takes the same SGD steps as on the CPU;
 // data_parallel over nccl_comm with one rank equals one CPU worker on the full batch; with two
-// GPUs, two NCCL ranks on two threads do too; and two workers sharing one GPU through thread_comm.
+// (four) GPUs, two (four) NCCL ranks on as many threads do too; and two workers sharing one GPU
+// through thread_comm.
 #include <thread>
 #include <vector>
 
@@ -92,7 +93,7 @@ TEST_CASE("data_parallel over nccl_comm equals one CPU worker", "[cuda][dist]") 
   auto ref = make_net<meld::cpu<>>();
   const auto want = train_reference(ref, 5, 24);
   const int gpus = meld::device_count<gpu>();
-  for (int ranks : {1, 2}) {
+  for (int ranks : {1, 2, 4}) {
     if (ranks > gpus) continue;  // NCCL refuses two ranks on one GPU
     INFO(ranks << " NCCL ranks");
     ncclUniqueId id{};

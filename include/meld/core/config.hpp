@@ -12,6 +12,13 @@
 #define MELD_HD
 #endif
 
+// MELD_CUDA_BACKEND: this translation unit gets the CUDA backend: the build enables it
+// (MELD_ENABLE_CUDA) and the file is compiled by nvcc, or by the host compiler against the emulated
+// device of meld's tests (MELD_CUDA_EMU; backend/cuda/platform.hpp is where the two differ).
+#if defined(MELD_ENABLE_CUDA) && (defined(__CUDACC__) || defined(MELD_CUDA_EMU))
+#define MELD_CUDA_BACKEND 1
+#endif
+
 #if defined(_MSC_VER)
 #define MELD_INLINE __forceinline
 #define MELD_NOINLINE __declspec(noinline)

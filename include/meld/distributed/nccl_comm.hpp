@@ -22,8 +22,9 @@
 // blocks: it finalizes under a deadline and aborts otherwise.
 #pragma once
 
-#include <cuda_runtime.h>
 #include <nccl.h>
+
+#include "../backend/cuda/platform.hpp"
 
 #include <chrono>
 #include <cstdint>

@@ -3,7 +3,7 @@
 // device, across devices too.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "platform.hpp"
 
 #include <cstring>
 

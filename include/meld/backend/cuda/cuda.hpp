@@ -2,7 +2,7 @@
 // compiled by nvcc with MELD_ENABLE_CUDA defined (the CMake option MELD_ENABLE_CUDA does that).
 #pragma once
 
-#include <cuda_runtime.h>
+#include "platform.hpp"
 
 #include <cstddef>
 #include <stdexcept>

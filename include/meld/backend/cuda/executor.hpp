@@ -7,7 +7,7 @@
 // cuda<sync> the call then waits for the stream, under cuda<async> it returns at once.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "platform.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -23,37 +23,14 @@
 #include "../lowering.hpp"
 #include "cuda.hpp"
 #include "kernels.hpp"
+#include "launch.hpp"
 #include "lower.hpp"
 #include "memory.hpp"
 #include "stream.hpp"
 
 namespace meld {
 
-namespace detail::cuda_eval {
-
-// Blocks for a grid-stride loop over `items` work items of 256 threads: enough to fill the
-// device (32 blocks per multiprocessor), no more. Device properties are read once per device.
-inline unsigned grid_for(index_t items, int device) {
-  static std::mutex mutex;
-  static std::vector<int> sms;
-  int count;
-  {
-    std::lock_guard lock(mutex);
-    if (static_cast<int>(sms.size()) <= device) sms.resize(static_cast<std::size_t>(device) + 1, 0);
-    if (!sms[device])
-      MELD_CUDA_CHECK(cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device));
-    count = sms[device];
-  }
-  const index_t wanted = (items + 255) / 256;
-  return static_cast<unsigned>(std::clamp<index_t>(wanted, 1, index_t(count) * 32));
-}
-
-inline void check_launch(const char* what) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw_cuda(e, what, __FILE__, __LINE__);
-}
-
-}  // namespace detail::cuda_eval
+namespace detail::cuda_eval {}  // namespace detail::cuda_eval
 
 template <class Policy>
 struct executor<cuda<Policy>> {
@@ -102,16 +79,17 @@ struct executor<cuda<Policy>> {
     for (int i = 0; i < table.count; ++i)
       aligned = aligned && reinterpret_cast<std::uintptr_t>(table.leaves[i].layout.data) % 16 == 0;
     constexpr int V = sizeof(T) <= 16 ? int(16 / sizeof(T)) : 1;
+    using D = decltype(expr);
+    constexpr const char* what = "meld::cuda assignment kernel";
     if (plan.contiguous && aligned) {
-      assign_flat<V><<<grid_for(n / V + 1, device), 256, 0, s>>>(data, expr, n);
+      launch(what, assign_flat<V, T, D>, n / V + 1, device, s, data, expr, n);
     } else if (plan.contiguous) {
-      assign_flat<1><<<grid_for(n, device), 256, 0, s>>>(data, expr, n);
+      launch(what, assign_flat<1, T, D>, n, device, s, data, expr, n);
     } else {
       dstrides layout{};
       for (int a = 0; a < max_rank; ++a) layout.st[a] = plan.st[0][a];
-      assign_strided<<<grid_for(n, device), 256, 0, s>>>(data, plan.shape, layout, expr, n);
+      launch(what, assign_strided<T, D>, n, device, s, data, plan.shape, layout, expr, n);
     }
-    check_launch("meld::cuda assignment kernel");
     table.after(s);
     out_access.after(s, true);
     finish(s);
@@ -132,8 +110,7 @@ struct executor<cuda<Policy>> {
     if (value == V(0)) {
       MELD_CUDA_CHECK(cudaMemsetAsync(data, 0, static_cast<std::size_t>(n) * sizeof(V), s));
     } else {
-      fill_kernel<<<grid_for(n, access.device()), 256, 0, s>>>(data, value, n);
-      check_launch("meld::cuda fill kernel");
+      launch("meld::cuda fill kernel", fill_kernel<V>, n, access.device(), s, data, value, n);
     }
     access.after(s, true);
     finish(s);
@@ -151,9 +128,8 @@ struct executor<cuda<Policy>> {
     cuda_device_guard guard(access.device());
     cudaStream_t s = access.home()->handle;
     access.before(s, true);
-    generate_kernel<<<grid_for(n, access.device()), 256, 0, s>>>(const_cast<V*>(dst.raw_data()), g,
-                                                                 n);
-    check_launch("meld::cuda generate kernel");
+    launch("meld::cuda generate kernel", generate_kernel<V, G>, n, access.device(), s,
+           const_cast<V*>(dst.raw_data()), g, n);
     access.after(s, true);
     finish(s);
   }

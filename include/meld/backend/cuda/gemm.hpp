@@ -2,7 +2,7 @@
 // conventions without copies where the layout allows (blas.hpp), other operands evaluated first.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "platform.hpp"
 
 #include <algorithm>
 
@@ -64,7 +64,9 @@ void executor<cuda<Policy>>::gemm(T alpha, const A& a_expr, const B& b_expr, T b
   const bool c_ok = (ccs == 1 || n == 1) && crs >= n;
   // An operand that overlaps c goes through the copies too (cuBLAS may not alias them).
   const bool aliased = detail::reads_destination(c, a) || detail::reads_destination(c, b);
-  if (!opa.ok || !opb.ok || !c_ok || aliased) {
+  // Element types cuBLAS has no product of (integers) take meld's kernel, which reads any strides.
+  constexpr bool blas = detail::has_cublas_type<T>;
+  if ((blas && (!opa.ok || !opb.ok || !c_ok)) || aliased) {
     tensor<T, Back> ca(a.shape(), uninitialized), cb(b.shape(), uninitialized),
         cc(cs, uninitialized);
     executor::assign(ca, a);
@@ -76,25 +78,36 @@ void executor<cuda<Policy>>::gemm(T alpha, const A& a_expr, const B& b_expr, T b
     executor::assign(c, cc);
     return;
   }
-  a.storage_ptr()->access().before(s, false);
-  b.storage_ptr()->access().before(s, false);
+  // (An empty operand, k = 0, has no storage: C = beta C.)
+  detail::cuda_access* a_access = a.storage_ptr() ? &a.storage_ptr()->access() : nullptr;
+  detail::cuda_access* b_access = b.storage_ptr() ? &b.storage_ptr()->access() : nullptr;
+  if (a_access) a_access->before(s, false);
+  if (b_access) b_access->before(s, false);
   out_access.before(s, true);
 
-  cublasHandle_t h = detail::cublas_handle(device, s);
-  const int ldc = static_cast<int>(std::max<index_t>(crs, std::max<index_t>(n, 1)));
-  // C^T (n x m) = op(B^T) (n x k) op(A^T) (k x m), column-major.
-  const cudaDataType_t type = detail::cuda_type<T>();
-  cublasComputeType_t compute = std::is_same_v<T, double> ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-  if (std::is_same_v<T, float> && detail::allow_tf32()) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-  using Scale = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  const Scale al = static_cast<Scale>(alpha), be = static_cast<Scale>(beta);
-  MELD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-      h, opb.op, opa.op, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &al,
-      b.raw_data(), type, opb.ld, bbs, a.raw_data(), type, opa.ld, abs_, &be,
-      const_cast<T*>(c.raw_data()), type, ldc, rc == 3 ? cbs : 0, static_cast<int>(batches),
-      compute, CUBLAS_GEMM_DEFAULT));
-  a.storage_ptr()->access().after(s, false);
-  b.storage_ptr()->access().after(s, false);
+  if constexpr (blas) {
+    cublasHandle_t h = detail::cublas_handle(device, s);
+    const int ldc = static_cast<int>(std::max<index_t>(crs, std::max<index_t>(n, 1)));
+    // C^T (n x m) = op(B^T) (n x k) op(A^T) (k x m), column-major.
+    const cudaDataType_t type = detail::cuda_type<T>();
+    cublasComputeType_t compute =
+        std::is_same_v<T, double> ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+    if (std::is_same_v<T, float> && detail::allow_tf32()) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+    using Scale = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    const Scale al = static_cast<Scale>(alpha), be = static_cast<Scale>(beta);
+    MELD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        h, opb.op, opa.op, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &al,
+        b.raw_data(), type, opb.ld, bbs, a.raw_data(), type, opa.ld, abs_, &be,
+        const_cast<T*>(c.raw_data()), type, ldc, rc == 3 ? cbs : 0, static_cast<int>(batches),
+        compute, CUBLAS_GEMM_DEFAULT));
+  } else {
+    const gemm_operand<T> ga{a.raw_data(), ars, acs, abs_}, gb{b.raw_data(), brs, bcs, bbs};
+    launch("meld::cuda gemm kernel", gemm_kernel<T>, batches * m * n, device, s, alpha, ga, gb,
+           beta, const_cast<T*>(c.raw_data()), gemm_layout{crs, ccs, rc == 3 ? cbs : 0}, batches, m,
+           n, k);
+  }
+  if (a_access) a_access->after(s, false);
+  if (b_access) b_access->after(s, false);
   out_access.after(s, true);
   finish(s);
 }

@@ -4,7 +4,7 @@
 // expr/walk.hpp's evaluate() and the same functors the CPU uses.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "platform.hpp"
 
 #include <cstdint>
 #include <type_traits>
@@ -155,7 +155,7 @@ struct evaluate_as {
 
 // ---- kernels ------------------------------------------------------------------------------------
 
-#if defined(__CUDACC__)
+#if defined(MELD_CUDA_KERNELS)
 
 // Contiguous operands of one shape: V elements per thread with vector loads and stores, then a
 // scalar tail; a grid-stride loop over all of it.
@@ -207,6 +207,38 @@ __global__ void scatter_segments(T* __restrict__ out, launch_shape shape, dstrid
     auto v = in[i];
     if (divide) v = v / static_cast<S>(divide);
     out[offset_of(i, shape, layout.st)] = static_cast<T>(v);
+  }
+}
+
+// A strided matrix operand of gemm_kernel (row, column and batch strides in elements), and the
+// layout of its output.
+template <class T>
+struct gemm_operand {
+  const T* p;
+  index_t rs, cs, bs;
+};
+struct gemm_layout {
+  index_t rs, cs, bs;
+};
+
+// c = alpha a b + beta c for element types cuBLAS has no product of (integers): one thread per
+// element of c, which sums its row of a times its column of b in order. As BLAS: a and b are not
+// read where alpha is 0, c not where beta is 0. (c does not overlap a or b: the caller copies.)
+template <class T>
+__global__ void gemm_kernel(T alpha, gemm_operand<T> a, gemm_operand<T> b, T beta,
+                            T* __restrict__ c, gemm_layout cl, index_t batches, index_t m,
+                            index_t n, index_t k) {
+  const index_t stride = index_t(gridDim.x) * blockDim.x;
+  for (index_t i = index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < batches * m * n;
+       i += stride) {
+    const index_t batch = i / (m * n), row = i / n % m, col = i % n;
+    T sum = T(0);
+    if (alpha != T(0))
+      for (index_t l = 0; l < k; ++l)
+        sum +=
+            a.p[batch * a.bs + row * a.rs + l * a.cs] * b.p[batch * b.bs + l * b.rs + col * b.cs];
+    T& out = c[batch * cl.bs + row * cl.rs + col * cl.cs];
+    out = beta == T(0) ? T(alpha * sum) : T(alpha * sum + beta * out);
   }
 }
 

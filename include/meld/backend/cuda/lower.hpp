@@ -5,7 +5,7 @@
 // its strides go into the leaves.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "platform.hpp"
 
 #include <memory>
 #include <type_traits>
@@ -67,8 +67,12 @@ struct make_input {
     } else {
       auto t = materialize(e);
       const V* data = t.raw_data();
-      record(data, t.shape(), t.strides(), &t.storage_ptr()->access(),
-             std::move(t).release().storage_ptr());
+      // The layout is read before the tensor gives up its storage (the order in which function
+      // arguments are evaluated is unspecified: g++ released first, recording zero strides).
+      const shape_t shape = t.shape();
+      const strides_t strides = t.strides();
+      cuda_access* access = &t.storage_ptr()->access();
+      record(data, shape, strides, access, std::move(t).release().storage_ptr());
       return dleaf<V>{data, {}};
     }
   }

@@ -3,7 +3,7 @@
 // temporaries cost no synchronization), and the ordering state of each storage.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "platform.hpp"
 
 #include <cstdint>
 #include <limits>

@@ -3,7 +3,7 @@
 // has completed.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "platform.hpp"
 
 #include <algorithm>
 #include <cstddef>

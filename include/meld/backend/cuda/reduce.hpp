@@ -4,7 +4,7 @@
 // kernel that writes it into the destination's layout).
 #pragma once
 
-#include <cuda_runtime.h>
+#include "platform.hpp"
 
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
@@ -255,8 +255,7 @@ void executor<cuda<Policy>>::reduce_axis(const Dst& dst, const E& e, int axis) {
     Out fill_value{};
     if constexpr (!is_arg<R>)
       fill_value = is_mean ? std::numeric_limits<A>::quiet_NaN() : Fold::template identity<A>();
-    fill_kernel<<<grid_for(M, device), 256, 0, s>>>(buffer, fill_value, M);
-    check_launch("meld::cuda fill kernel");
+    launch("meld::cuda fill kernel", fill_kernel<Out>, M, device, s, buffer, fill_value, M);
   } else {
     const thrust::counting_iterator<index_t> positions(0);
     auto offsets = thrust::make_transform_iterator(positions, segment_offset{L});
@@ -304,16 +303,14 @@ void executor<cuda<Policy>>::reduce_axis(const Dst& dst, const E& e, int axis) {
   if constexpr (is_arg<R>) {
     index_t* indices = nullptr;
     MELD_CUDA_CHECK(cudaMallocAsync(&indices, sizeof(index_t) * static_cast<std::size_t>(M), s));
-    copy_indices<<<grid_for(M, device), 256, 0, s>>>(buffer, indices, M);
-    check_launch("meld::cuda argmax kernel");
-    scatter_segments<<<grid_for(M, device), 256, 0, s>>>(out_data, ls, layout, indices, M,
-                                                         index_t(0));
+    launch("meld::cuda argmax kernel", copy_indices<Out>, M, device, s, buffer, indices, M);
+    launch("meld::cuda reduction kernel", scatter_segments<T, index_t>, M, device, s, out_data, ls,
+           layout, indices, M, index_t(0));
     MELD_CUDA_CHECK(cudaFreeAsync(indices, s));
   } else {
-    scatter_segments<<<grid_for(M, device), 256, 0, s>>>(out_data, ls, layout, buffer, M,
-                                                         is_mean ? L : index_t(0));
+    launch("meld::cuda reduction kernel", scatter_segments<T, Out>, M, device, s, out_data, ls,
+           layout, buffer, M, is_mean ? L : index_t(0));
   }
-  check_launch("meld::cuda reduction kernel");
   MELD_CUDA_CHECK(cudaFreeAsync(buffer, s));
   table.after(s);
   out_access.after(s, true);

@@ -1,7 +1,7 @@
 // CUDA streams for meld: one non-blocking stream per device by default, per-thread overrides.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "platform.hpp"
 
 #include <memory>
 #include <mutex>

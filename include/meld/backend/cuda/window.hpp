@@ -4,7 +4,7 @@
 // the same result on every run.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "platform.hpp"
 
 #include <cstdint>
 #include <initializer_list>
@@ -17,7 +17,7 @@ namespace meld {
 
 namespace detail::cuda_window {
 
-using cuda_eval::grid_for;
+using cuda_eval::launch;
 
 struct geometry {
   index_t channels, h, w, out_h, out_w, kh, kw, sh, sw, ph, pw;
@@ -28,7 +28,7 @@ inline geometry make(const planes& p, const window2d& g) {
           g.kernel.w, g.stride.h, g.stride.w, g.padding.h, g.padding.w};
 }
 
-#if defined(__CUDACC__)
+#if defined(MELD_CUDA_KERNELS)
 
 #define MELD_GRID_LOOP(i, n)                                                \
   for (index_t i = index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
@@ -172,10 +172,10 @@ __global__ void avg_unpool_kernel(const T* __restrict__ grad, index_t count, geo
 
 #endif
 
-// Runs launch(stream, device) on the stream of the written view, after the work that writes the
+// Runs enqueue(stream, device) on the stream of the written view, after the work that writes the
 // read views (and reads or writes the written one), recording both; waits under cuda<sync>.
 template <class Policy, class Out, class F>
-void run(const Out& out, std::initializer_list<cuda_access*> reads, F&& launch) {
+void run(const Out& out, std::initializer_list<cuda_access*> reads, F&& enqueue) {
   if (out.size() == 0) return;
   auto& written = out.storage_ptr()->access();
   const int device = written.device();
@@ -184,8 +184,7 @@ void run(const Out& out, std::initializer_list<cuda_access*> reads, F&& launch) 
   for (cuda_access* a : reads)
     if (a) a->before(s, false);
   written.before(s, true);
-  launch(s, device);
-  cuda_eval::check_launch("meld::cuda window kernel");
+  enqueue(s, device);
   for (cuda_access* a : reads)
     if (a) a->after(s, false);
   written.after(s, true);
@@ -211,8 +210,8 @@ struct window_ops<cuda<Policy>> {
     using namespace detail::cuda_window;
     detail::check_devices("im2col", x, col);
     run<Policy>(col, {access_of(x)}, [&](cudaStream_t s, int device) {
-      im2col_kernel<<<grid_for(col.size(), device), 256, 0, s>>>(x.raw_data(), batch, make(p, g),
-                                                                 col.raw_data());
+      launch("meld::cuda im2col kernel", im2col_kernel<T>, col.size(), device, s, x.raw_data(),
+             batch, make(p, g), col.raw_data());
     });
   }
   template <class T>
@@ -221,8 +220,8 @@ struct window_ops<cuda<Policy>> {
     using namespace detail::cuda_window;
     detail::check_devices("col2im", col, dx);
     run<Policy>(dx, {access_of(col)}, [&](cudaStream_t s, int device) {
-      col2im_kernel<<<grid_for(dx.size(), device), 256, 0, s>>>(col.raw_data(), batch, make(p, g),
-                                                                dx.raw_data());
+      launch("meld::cuda col2im kernel", col2im_kernel<T>, dx.size(), device, s, col.raw_data(),
+             batch, make(p, g), dx.raw_data());
     });
   }
   template <class T>
@@ -232,8 +231,8 @@ struct window_ops<cuda<Policy>> {
     detail::check_devices("max_pool2d", x, y, argmax);
     run<Policy>(y, {access_of(x)}, [&](cudaStream_t s, int device) {
       argmax.storage_ptr()->access().before(s, true);
-      max_pool_kernel<<<grid_for(y.size(), device), 256, 0, s>>>(x.raw_data(), count, make(p, g),
-                                                                 y.raw_data(), argmax.raw_data());
+      launch("meld::cuda max_pool kernel", max_pool_kernel<T>, y.size(), device, s, x.raw_data(),
+             count, make(p, g), y.raw_data(), argmax.raw_data());
       argmax.storage_ptr()->access().after(s, true);
     });
   }
@@ -243,8 +242,8 @@ struct window_ops<cuda<Policy>> {
     using namespace detail::cuda_window;
     detail::check_devices("max_pool2d backward", grad, argmax, dx);
     run<Policy>(dx, {access_of(grad), access_of(argmax)}, [&](cudaStream_t s, int device) {
-      max_unpool_kernel<<<grid_for(dx.size(), device), 256, 0, s>>>(
-          grad.raw_data(), argmax.raw_data(), count, make(p, g), dx.raw_data());
+      launch("meld::cuda max_pool backward kernel", max_unpool_kernel<T>, dx.size(), device, s,
+             grad.raw_data(), argmax.raw_data(), count, make(p, g), dx.raw_data());
     });
   }
   template <class T>
@@ -252,8 +251,8 @@ struct window_ops<cuda<Policy>> {
     using namespace detail::cuda_window;
     detail::check_devices("avg_pool2d", x, y);
     run<Policy>(y, {access_of(x)}, [&](cudaStream_t s, int device) {
-      avg_pool_kernel<<<grid_for(y.size(), device), 256, 0, s>>>(x.raw_data(), count, make(p, g),
-                                                                 y.raw_data());
+      launch("meld::cuda avg_pool kernel", avg_pool_kernel<T>, y.size(), device, s, x.raw_data(),
+             count, make(p, g), y.raw_data());
     });
   }
   template <class T>
@@ -262,8 +261,8 @@ struct window_ops<cuda<Policy>> {
     using namespace detail::cuda_window;
     detail::check_devices("avg_pool2d backward", grad, dx);
     run<Policy>(dx, {access_of(grad)}, [&](cudaStream_t s, int device) {
-      avg_unpool_kernel<<<grid_for(dx.size(), device), 256, 0, s>>>(grad.raw_data(), count,
-                                                                    make(p, g), dx.raw_data());
+      launch("meld::cuda avg_pool backward kernel", avg_unpool_kernel<T>, dx.size(), device, s,
+             grad.raw_data(), count, make(p, g), dx.raw_data());
     });
   }
 };

@@ -9,7 +9,7 @@
 #include "../../backend/window.hpp"
 #include "../layer.hpp"
 
-#if defined(MELD_ENABLE_CUDA) && defined(__CUDACC__)
+#if defined(MELD_CUDA_BACKEND)
 #include "../../backend/cuda/window.hpp"
 #endif
 
