@@ -1,0 +1,214 @@
+// The fused backward of an elementwise expression, derived at compile time from its tree.
+//
+// `variable y = a * x + exp(z) * sigmoid(w);` evaluates the tree in one loop and records one node
+// holding the tree itself (its variables, and views of any tensors in it; nothing computed is
+// saved). Its backward numbers the leaves in tree order and builds, for each leaf K that is a
+// variable requiring a gradient, the expression of the path from the root to K: the chain rule
+// applied node by node with derivative<Op> (autograd/derivatives.hpp), each intermediate value a
+// recomputed subtree:
+//
+//   dx = g * a        dz = g * sigmoid(w) * exp(z)        dw = g * exp(z) * sigmoid(w) * (1 - ...)
+//
+// Each is one fused loop that writes (or adds into) that input's gradient, reading only g and the
+// inputs; an input broadcast in the forward pass has its gradient summed over the broadcast axes
+// in the same loop (a fused reduction). A variable that is several leaves (x * x) gets the sum of
+// its paths: one loop per path, each adding into its gradient.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "../expr/walk.hpp"
+#include "derivatives.hpp"
+#include "node.hpp"
+#include "variable.hpp"
+
+namespace meld::autograd {
+namespace detail {
+
+template <class E>
+inline constexpr bool is_tensor_ref = false;
+template <class T, class B>
+inline constexpr bool is_tensor_ref<tensor_ref<T, B>> = true;
+
+// Leaves of the tree a node keeps: variables (shared handles), and views in place of references
+// to lvalue tensors (which may not outlive the expression).
+struct stored_leaf {
+  template <class L>
+  auto operator()(const L& leaf) const {
+    if constexpr (is_tensor_ref<L>)
+      return leaf.view();
+    else
+      return leaf;
+  }
+};
+
+// Leaves of the tree that is evaluated: each variable's value, as a view.
+struct value_leaf {
+  template <class L>
+  auto operator()(const L& leaf) const {
+    if constexpr (is_variable<L>)
+      return leaf.value().view();
+    else if constexpr (is_tensor_ref<L>)
+      return leaf.view();
+    else
+      return leaf;
+  }
+};
+
+// The number of leaves of a tree (anything that is not a map node is one leaf).
+template <class E>
+struct leaf_count : std::integral_constant<std::size_t, 1> {};
+template <class Op, class... A>
+struct leaf_count<map_expr<Op, A...>>
+    : std::integral_constant<std::size_t, (leaf_count<A>::value + ...)> {};
+
+// Which operand of a node over A... holds leaf K of the node, and the number of leaves before it.
+template <std::size_t K, class... A>
+struct locate {
+  static constexpr std::size_t counts[] = {leaf_count<A>::value...};
+  static constexpr std::pair<std::size_t, std::size_t> find() {
+    std::size_t before = 0;
+    for (std::size_t j = 0; j < sizeof...(A); ++j) {
+      if (K < before + counts[j]) return {j, before};
+      before += counts[j];
+    }
+    return {sizeof...(A), before};
+  }
+  static constexpr std::size_t operand = find().first;
+  static constexpr std::size_t offset = find().second;
+};
+
+template <std::size_t K, class E>
+const auto& leaf_at(const E& e);
+
+template <std::size_t K, class Op, class... A>
+const auto& leaf_at_node(const map_expr<Op, A...>& e) {
+  using L = locate<K, A...>;
+  return leaf_at<K - L::offset>(e.template operand<L::operand>());
+}
+
+// Leaf K of tree e.
+template <std::size_t K, class E>
+const auto& leaf_at(const E& e) {
+  if constexpr (is_map_expr<E>)
+    return leaf_at_node<K>(e);
+  else
+    return e;
+}
+
+template <std::size_t K, class E, class G>
+auto path_gradient(const E& e, const G& g);
+
+template <std::size_t J, class Op, class... A, class G, std::size_t... I>
+auto partial_of(const map_expr<Op, A...>& e, const G& g, std::index_sequence<I...>) {
+  return derivative<Op>::template partial<J>(g, e.template operand<I>()...);
+}
+
+template <std::size_t K, class Op, class... A, class G>
+auto path_gradient_node(const map_expr<Op, A...>& e, const G& g) {
+  using L = locate<K, A...>;
+  auto d = partial_of<L::operand>(e, g, std::index_sequence_for<A...>{});
+  if constexpr (std::is_same_v<decltype(d), no_gradient>)
+    return no_gradient{};
+  else
+    return path_gradient<K - L::offset>(e.template operand<L::operand>(), d);
+}
+
+// The gradient reaching leaf K of tree e when the gradient of e is g (an expression), or
+// no_gradient when the path crosses an operation that passes none.
+template <std::size_t K, class E, class G>
+auto path_gradient(const E& e, const G& g) {
+  if constexpr (is_map_expr<E>)
+    return path_gradient_node<K>(e, g);
+  else
+    return g;
+}
+
+// No reduction or product over variables may hide inside a fused tree: its gradient would be
+// lost. (meld::sum / meld::matmul called qualified build them; the autograd overloads, found
+// unqualified, do not.)
+template <class E>
+struct only_map_nodes_over_variables : std::true_type {};
+template <class Op, class... A>
+struct only_map_nodes_over_variables<map_expr<Op, A...>>
+    : std::bool_constant<(only_map_nodes_over_variables<A>::value && ...)> {};
+template <class R, class A>
+struct only_map_nodes_over_variables<reduce_expr<R, A>>
+    : std::bool_constant<!contains_variable<A>::value> {};
+template <class A, class C>
+struct only_map_nodes_over_variables<matmul_expr<A, C>>
+    : std::bool_constant<!contains_variable<A>::value && !contains_variable<C>::value> {};
+
+/// The node of a fused elementwise expression (see above).
+template <class T, class B, class Tree>
+class fused_node final : public node<T, B> {
+ public:
+  explicit fused_node(Tree tree) : tree_(std::move(tree)) {
+    for_each_leaf(*tree_, [&](const auto& leaf) {
+      if constexpr (is_variable<std::remove_cvref_t<decltype(leaf)>>)
+        this->inputs_.push_back(leaf.state_handle());
+    });
+  }
+
+  void backward(const tensor<T, B>& grad_output) override {
+    const Tree& tree = *tree_;
+    const auto values = transform_leaves(tree, value_leaf{});
+    const auto g = grad_output.view();
+    backward_leaves(tree, values, g, std::make_index_sequence<leaf_count<Tree>::value>{});
+  }
+
+  std::string name() const override { return "an elementwise expression"; }
+
+ private:
+  void release_saved() override { tree_.reset(); }
+
+  template <class V, class G, std::size_t... K>
+  void backward_leaves(const Tree& tree, const V& values, const G& g, std::index_sequence<K...>) {
+    (backward_leaf<K>(tree, values, g), ...);
+  }
+
+  template <std::size_t K, class V, class G>
+  void backward_leaf(const Tree& tree, const V& values, const G& g) {
+    const auto& leaf = leaf_at<K>(tree);
+    if constexpr (is_variable<std::remove_cvref_t<decltype(leaf)>>) {
+      static_assert(std::is_same_v<value_t<decltype(leaf)>, T>,
+                    "meld::autograd: every variable of one expression must have the same element "
+                    "type");
+      variable_state<T, B>& s = *leaf.state_handle();
+      if (!s.requires_grad) return;
+      auto d = path_gradient<K>(values, g);
+      if constexpr (!std::is_same_v<decltype(d), no_gradient>) accumulate(s, d);
+    }
+  }
+
+  std::optional<Tree> tree_;
+};
+
+template <class T, class B, class E>
+state_ptr<T, B> record_fused(const E& e) {
+  static_assert(only_map_nodes_over_variables<E>::value,
+                "meld::autograd: a reduction or matrix product of variables inside an expression: "
+                "call autograd's sum / mean / max / min / matmul (unqualified, or "
+                "meld::autograd::...), which return variables");
+  auto s = std::make_shared<variable_state<T, B>>();
+  s->value = tensor<T, B>(transform_leaves(e, value_leaf{}));
+  bool needs = false;
+  if (is_grad_enabled())
+    for_each_leaf(e, [&](const auto& leaf) {
+      if constexpr (is_variable<std::remove_cvref_t<decltype(leaf)>>)
+        needs = needs || leaf.requires_grad();
+    });
+  if (needs) {
+    auto stored = transform_leaves(e, stored_leaf{});
+    s->grad_fn = std::make_shared<fused_node<T, B, decltype(stored)>>(std::move(stored));
+    s->requires_grad = true;
+  }
+  return s;
+}
+
+}  // namespace detail
+}  // namespace meld::autograd
