@@ -11,6 +11,7 @@
 #include "gradcheck.hpp"
 #include "losses.hpp"
 #include "matmul.hpp"
+#include "module.hpp"
 #include "reductions.hpp"
 #include "softmax.hpp"
 #include "variable.hpp"

@@ -115,8 +115,9 @@ class variable : public expression_tag {
     return v;
   }
 
-  /// Whether the handle refers to a variable.
-  explicit operator bool() const { return s_ != nullptr; }
+  /// Whether the handle refers to a variable. (Not operator bool: `!v` is meld's elementwise
+  /// logical not, as for every expression.)
+  bool defined() const { return s_ != nullptr; }
 
   const shape_t& shape() const { return state().value.shape(); }
   const shape_t* uniform_shape() const { return &shape(); }
