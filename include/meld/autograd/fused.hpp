@@ -11,10 +11,11 @@
 //
 // Each is one fused loop that writes (or adds into) that input's gradient, reading only g and the
 // inputs; an input broadcast in the forward pass has its gradient summed over the broadcast axes
-// in the same loop (a fused reduction). A variable that is several leaves (x * x) gets the sum of
-// its paths: one loop per path, each adding into its gradient.
+// in the same loop (a fused reduction). A variable that is several leaves (x * x, or the argument
+// of gelu(x), which uses x four times) gets the sum of its paths in one loop.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -158,32 +159,100 @@ class fused_node final : public node<T, B> {
     const Tree& tree = *tree_;
     const auto values = transform_leaves(tree, value_leaf{});
     const auto g = grad_output.view();
-    backward_leaves(tree, values, g, std::make_index_sequence<leaf_count<Tree>::value>{});
+    std::array<variable_state<T, B>*, leaves> state{};
+    find_states(tree, state, std::make_index_sequence<leaves>{});
+    std::array<bool, leaves> done{};
+    backward_leaves(values, g, state, done, std::make_index_sequence<leaves>{});
   }
 
   std::string name() const override { return "an elementwise expression"; }
 
  private:
-  void release_saved() override { tree_.reset(); }
-
-  template <class V, class G, std::size_t... K>
-  void backward_leaves(const Tree& tree, const V& values, const G& g, std::index_sequence<K...>) {
-    (backward_leaf<K>(tree, values, g), ...);
-  }
+  static constexpr std::size_t leaves = leaf_count<Tree>::value;
 
   template <std::size_t K, class V, class G>
-  void backward_leaf(const Tree& tree, const V& values, const G& g) {
-    const auto& leaf = leaf_at<K>(tree);
-    if constexpr (is_variable<std::remove_cvref_t<decltype(leaf)>>) {
-      static_assert(std::is_same_v<value_t<decltype(leaf)>, T>,
+  using path_t = decltype(path_gradient<K>(std::declval<const V&>(), std::declval<const G&>()));
+
+  // Whether leaf K is a variable that a gradient reaches (known from the tree's type).
+  template <std::size_t K>
+  static constexpr bool reached() {
+    using L = std::remove_cvref_t<decltype(leaf_at<K>(std::declval<const Tree&>()))>;
+    if constexpr (!is_variable<L>) {
+      return false;
+    } else {
+      static_assert(std::is_same_v<value_t<L>, T>,
                     "meld::autograd: every variable of one expression must have the same element "
                     "type");
-      variable_state<T, B>& s = *leaf.state_handle();
-      if (!s.requires_grad) return;
-      auto d = path_gradient<K>(values, g);
-      if constexpr (!std::is_same_v<decltype(d), no_gradient>) accumulate(s, d);
+      using V = decltype(transform_leaves(std::declval<const Tree&>(), value_leaf{}));
+      using G = tensor_view<const T, B>;
+      return !std::is_same_v<path_t<K, V, G>, no_gradient>;
     }
   }
+
+  template <std::size_t... K>
+  void find_states(const Tree& tree, std::array<variable_state<T, B>*, leaves>& state,
+                   std::index_sequence<K...>) {
+    auto one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+      if constexpr (reached<I>()) {
+        variable_state<T, B>* s = leaf_at<I>(tree).state_handle().get();
+        if (s->requires_grad) state[I] = s;
+      }
+    };
+    (one(std::integral_constant<std::size_t, K>{}), ...);
+  }
+
+  template <class V, class G, std::size_t... K>
+  void backward_leaves(const V& values, const G& g,
+                       const std::array<variable_state<T, B>*, leaves>& state,
+                       std::array<bool, leaves>& done, std::index_sequence<K...>) {
+    (backward_leaf<K>(values, g, state, done), ...);
+  }
+
+  // The gradient of the variable at leaf K, unless an earlier leaf was the same variable: its one
+  // path, or, for a variable at several leaves, the sum of their paths in one loop (a sum over
+  // every reached leaf, each selected by a mask that is 1 where the leaf is this variable: one
+  // loop, where one per leaf would read and write its gradient once per path).
+  template <std::size_t K, class V, class G>
+  void backward_leaf(const V& values, const G& g,
+                     const std::array<variable_state<T, B>*, leaves>& state,
+                     std::array<bool, leaves>& done) {
+    if constexpr (reached<K>()) {
+      variable_state<T, B>* s = state[K];
+      if (!s || done[K]) return;
+      std::array<T, leaves> mask{};
+      int uses = 0;
+      for (std::size_t j = K; j < leaves; ++j)
+        if (state[j] == s) {
+          mask[j] = T(1);
+          done[j] = true;
+          ++uses;
+        }
+      if (uses == 1)
+        accumulate(*s, path_gradient<K>(values, g));
+      else
+        accumulate(*s, masked_sum<K>(values, g, mask));
+    }
+  }
+
+  template <std::size_t J, class V, class G>
+  static auto masked_sum(const V& values, const G& g, const std::array<T, leaves>& mask) {
+    if constexpr (J == leaves) {
+      return no_gradient{};
+    } else {
+      auto rest = masked_sum<J + 1>(values, g, mask);
+      if constexpr (!reached<J>()) {
+        return rest;
+      } else {
+        auto term = where(scalar_expr<T>(mask[J]), path_gradient<J>(values, g), T(0));
+        if constexpr (std::is_same_v<decltype(rest), no_gradient>)
+          return term;
+        else
+          return term + rest;
+      }
+    }
+  }
+
+  void release_saved() override { tree_.reset(); }
 
   std::optional<Tree> tree_;
 };

@@ -69,9 +69,12 @@ class node {
 namespace detail {
 
 // The sum of e over the axes along which a tensor of shape `to` was broadcast to e's shape (the
-// gradient of a broadcast input); the first reduction is fused with e.
-template <class T, class B, class E>
-tensor<T, B> sum_to_shape(const E& e, const shape_t& to) {
+// gradient of a broadcast input). An expression is evaluated into a tensor first: a reduction
+// along a leading axis evaluates its operand one element at a time, without SIMD, and a gradient
+// expression recomputes transcendental functions (the example's GELU bias: 7 % of a training
+// step, where the evaluated tensor costs one pass).
+template <class T, class B, class X>
+tensor<T, B> sum_leaf_to_shape(const X& e, const shape_t& to) {
   const shape_t from = e.shape();
   if (from.size() < to.size() || !broadcasts_to(to, from))
     meld::detail::raise<shape_error>("autograd: a gradient of shape ", from,
@@ -93,6 +96,14 @@ tensor<T, B> sum_to_shape(const E& e, const shape_t& to) {
     acc = std::move(next);
   }
   return acc;
+}
+
+template <class T, class B, class E>
+tensor<T, B> sum_to_shape(const E& e, const shape_t& to) {
+  if constexpr (is_map_expr<E>)
+    return sum_leaf_to_shape<T, B>(tensor<T, B>(e), to);
+  else
+    return sum_leaf_to_shape<T, B>(e, to);
 }
 
 template <class T, class B>
