@@ -68,19 +68,22 @@ struct leaf_count<map_expr<Op, A...>>
     : std::integral_constant<std::size_t, (leaf_count<A>::value + ...)> {};
 
 // Which operand of a node over A... holds leaf K of the node, and the number of leaves before it.
+// (A free function: clang does not evaluate a static member function of a class that is still
+// being defined.)
+template <std::size_t K, class... A>
+constexpr std::pair<std::size_t, std::size_t> locate_leaf() {
+  constexpr std::size_t counts[] = {leaf_count<A>::value...};
+  std::size_t before = 0;
+  for (std::size_t j = 0; j < sizeof...(A); ++j) {
+    if (K < before + counts[j]) return {j, before};
+    before += counts[j];
+  }
+  return {sizeof...(A), before};
+}
 template <std::size_t K, class... A>
 struct locate {
-  static constexpr std::size_t counts[] = {leaf_count<A>::value...};
-  static constexpr std::pair<std::size_t, std::size_t> find() {
-    std::size_t before = 0;
-    for (std::size_t j = 0; j < sizeof...(A); ++j) {
-      if (K < before + counts[j]) return {j, before};
-      before += counts[j];
-    }
-    return {sizeof...(A), before};
-  }
-  static constexpr std::size_t operand = find().first;
-  static constexpr std::size_t offset = find().second;
+  static constexpr std::size_t operand = locate_leaf<K, A...>().first;
+  static constexpr std::size_t offset = locate_leaf<K, A...>().second;
 };
 
 template <std::size_t K, class E>
