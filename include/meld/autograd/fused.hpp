@@ -1,0 +1,286 @@
+// The fused backward of an elementwise expression, derived at compile time from its tree.
+//
+// `variable y = a * x + exp(z) * sigmoid(w);` evaluates the tree in one loop and records one node
+// holding the tree itself (its variables, and views of any tensors in it; nothing computed is
+// saved). Its backward numbers the leaves in tree order and builds, for each leaf K that is a
+// variable requiring a gradient, the expression of the path from the root to K: the chain rule
+// applied node by node with derivative<Op> (autograd/derivatives.hpp), each intermediate value a
+// recomputed subtree:
+//
+//   dx = g * a        dz = g * sigmoid(w) * exp(z)        dw = g * exp(z) * sigmoid(w) * (1 - ...)
+//
+// Each is one fused loop that writes (or adds into) that input's gradient, reading only g and the
+// inputs; an input broadcast in the forward pass has its gradient summed over the broadcast axes
+// in the same loop (a fused reduction). A variable that is several leaves (x * x, or the argument
+// of gelu(x), which uses x four times) gets the sum of its paths in one loop.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "../expr/walk.hpp"
+#include "derivatives.hpp"
+#include "node.hpp"
+#include "variable.hpp"
+
+namespace meld::autograd {
+namespace detail {
+
+template <class E>
+inline constexpr bool is_tensor_ref = false;
+template <class T, class B>
+inline constexpr bool is_tensor_ref<tensor_ref<T, B>> = true;
+
+// Leaves of the tree a node keeps: variables (shared handles), and views in place of references
+// to lvalue tensors (which may not outlive the expression).
+struct stored_leaf {
+  template <class L>
+  auto operator()(const L& leaf) const {
+    if constexpr (is_tensor_ref<L>)
+      return leaf.view();
+    else
+      return leaf;
+  }
+};
+
+// Leaves of the tree that is evaluated: each variable's value, as a view.
+struct value_leaf {
+  template <class L>
+  auto operator()(const L& leaf) const {
+    if constexpr (is_variable<L>)
+      return leaf.value().view();
+    else if constexpr (is_tensor_ref<L>)
+      return leaf.view();
+    else
+      return leaf;
+  }
+};
+
+// The number of leaves of a tree (anything that is not a map node is one leaf).
+template <class E>
+struct leaf_count : std::integral_constant<std::size_t, 1> {};
+template <class Op, class... A>
+struct leaf_count<map_expr<Op, A...>>
+    : std::integral_constant<std::size_t, (leaf_count<A>::value + ...)> {};
+
+// Which operand of a node over A... holds leaf K of the node, and the number of leaves before it.
+// (A free function: clang does not evaluate a static member function of a class that is still
+// being defined.)
+template <std::size_t K, class... A>
+constexpr std::pair<std::size_t, std::size_t> locate_leaf() {
+  constexpr std::size_t counts[] = {leaf_count<A>::value...};
+  std::size_t before = 0;
+  for (std::size_t j = 0; j < sizeof...(A); ++j) {
+    if (K < before + counts[j]) return {j, before};
+    before += counts[j];
+  }
+  return {sizeof...(A), before};
+}
+template <std::size_t K, class... A>
+struct locate {
+  static constexpr std::size_t operand = locate_leaf<K, A...>().first;
+  static constexpr std::size_t offset = locate_leaf<K, A...>().second;
+};
+
+template <std::size_t K, class E>
+const auto& leaf_at(const E& e);
+
+template <std::size_t K, class Op, class... A>
+const auto& leaf_at_node(const map_expr<Op, A...>& e) {
+  using L = locate<K, A...>;
+  return leaf_at<K - L::offset>(e.template operand<L::operand>());
+}
+
+// Leaf K of tree e.
+template <std::size_t K, class E>
+const auto& leaf_at(const E& e) {
+  if constexpr (is_map_expr<E>)
+    return leaf_at_node<K>(e);
+  else
+    return e;
+}
+
+template <std::size_t K, class E, class G>
+auto path_gradient(const E& e, const G& g);
+
+template <std::size_t J, class Op, class... A, class G, std::size_t... I>
+auto partial_of(const map_expr<Op, A...>& e, const G& g, std::index_sequence<I...>) {
+  return derivative<Op>::template partial<J>(g, e.template operand<I>()...);
+}
+
+template <std::size_t K, class Op, class... A, class G>
+auto path_gradient_node(const map_expr<Op, A...>& e, const G& g) {
+  using L = locate<K, A...>;
+  auto d = partial_of<L::operand>(e, g, std::index_sequence_for<A...>{});
+  if constexpr (std::is_same_v<decltype(d), no_gradient>)
+    return no_gradient{};
+  else
+    return path_gradient<K - L::offset>(e.template operand<L::operand>(), d);
+}
+
+// The gradient reaching leaf K of tree e when the gradient of e is g (an expression), or
+// no_gradient when the path crosses an operation that passes none.
+template <std::size_t K, class E, class G>
+auto path_gradient(const E& e, const G& g) {
+  if constexpr (is_map_expr<E>)
+    return path_gradient_node<K>(e, g);
+  else
+    return g;
+}
+
+// No reduction or product over variables may hide inside a fused tree: its gradient would be
+// lost. (meld::sum / meld::matmul called qualified build them; the autograd overloads, found
+// unqualified, do not.)
+template <class E>
+struct only_map_nodes_over_variables : std::true_type {};
+template <class Op, class... A>
+struct only_map_nodes_over_variables<map_expr<Op, A...>>
+    : std::bool_constant<(only_map_nodes_over_variables<A>::value && ...)> {};
+template <class R, class A>
+struct only_map_nodes_over_variables<reduce_expr<R, A>>
+    : std::bool_constant<!contains_variable<A>::value> {};
+template <class A, class C>
+struct only_map_nodes_over_variables<matmul_expr<A, C>>
+    : std::bool_constant<!contains_variable<A>::value && !contains_variable<C>::value> {};
+
+/// The node of a fused elementwise expression (see above).
+template <class T, class B, class Tree>
+class fused_node final : public node<T, B> {
+ public:
+  explicit fused_node(Tree tree) : tree_(std::move(tree)) {
+    for_each_leaf(*tree_, [&](const auto& leaf) {
+      if constexpr (is_variable<std::remove_cvref_t<decltype(leaf)>>)
+        this->inputs_.push_back(leaf.state_handle());
+    });
+  }
+
+  void backward(const tensor<T, B>& grad_output) override {
+    const Tree& tree = *tree_;
+    const auto values = transform_leaves(tree, value_leaf{});
+    const auto g = grad_output.view();
+    std::array<variable_state<T, B>*, leaves> state{};
+    find_states(tree, state, std::make_index_sequence<leaves>{});
+    std::array<bool, leaves> done{};
+    backward_leaves(values, g, state, done, std::make_index_sequence<leaves>{});
+  }
+
+  std::string name() const override { return "an elementwise expression"; }
+
+ private:
+  static constexpr std::size_t leaves = leaf_count<Tree>::value;
+
+  template <std::size_t K, class V, class G>
+  using path_t = decltype(path_gradient<K>(std::declval<const V&>(), std::declval<const G&>()));
+
+  // Whether leaf K is a variable that a gradient reaches (known from the tree's type).
+  template <std::size_t K>
+  static constexpr bool reached() {
+    using L = std::remove_cvref_t<decltype(leaf_at<K>(std::declval<const Tree&>()))>;
+    if constexpr (!is_variable<L>) {
+      return false;
+    } else {
+      static_assert(std::is_same_v<value_t<L>, T>,
+                    "meld::autograd: every variable of one expression must have the same element "
+                    "type");
+      using V = decltype(transform_leaves(std::declval<const Tree&>(), value_leaf{}));
+      using G = tensor_view<const T, B>;
+      return !std::is_same_v<path_t<K, V, G>, no_gradient>;
+    }
+  }
+
+  template <std::size_t... K>
+  void find_states(const Tree& tree, std::array<variable_state<T, B>*, leaves>& state,
+                   std::index_sequence<K...>) {
+    auto one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+      if constexpr (reached<I>()) {
+        variable_state<T, B>* s = leaf_at<I>(tree).state_handle().get();
+        if (s->requires_grad) state[I] = s;
+      }
+    };
+    (one(std::integral_constant<std::size_t, K>{}), ...);
+  }
+
+  template <class V, class G, std::size_t... K>
+  void backward_leaves(const V& values, const G& g,
+                       const std::array<variable_state<T, B>*, leaves>& state,
+                       std::array<bool, leaves>& done, std::index_sequence<K...>) {
+    (backward_leaf<K>(values, g, state, done), ...);
+  }
+
+  // The gradient of the variable at leaf K, unless an earlier leaf was the same variable: its one
+  // path, or, for a variable at several leaves, the sum of their paths in one loop (a sum over
+  // every reached leaf, each selected by a mask that is 1 where the leaf is this variable: one
+  // loop, where one per leaf would read and write its gradient once per path).
+  template <std::size_t K, class V, class G>
+  void backward_leaf(const V& values, const G& g,
+                     const std::array<variable_state<T, B>*, leaves>& state,
+                     std::array<bool, leaves>& done) {
+    if constexpr (reached<K>()) {
+      variable_state<T, B>* s = state[K];
+      if (!s || done[K]) return;
+      std::array<T, leaves> mask{};
+      int uses = 0;
+      for (std::size_t j = K; j < leaves; ++j)
+        if (state[j] == s) {
+          mask[j] = T(1);
+          done[j] = true;
+          ++uses;
+        }
+      if (uses == 1)
+        accumulate(*s, path_gradient<K>(values, g));
+      else
+        accumulate(*s, masked_sum<K>(values, g, mask));
+    }
+  }
+
+  template <std::size_t J, class V, class G>
+  static auto masked_sum(const V& values, const G& g, const std::array<T, leaves>& mask) {
+    if constexpr (J == leaves) {
+      return no_gradient{};
+    } else {
+      auto rest = masked_sum<J + 1>(values, g, mask);
+      if constexpr (!reached<J>()) {
+        return rest;
+      } else {
+        auto term = where(scalar_expr<T>(mask[J]), path_gradient<J>(values, g), T(0));
+        if constexpr (std::is_same_v<decltype(rest), no_gradient>)
+          return term;
+        else
+          return term + rest;
+      }
+    }
+  }
+
+  void release_saved() override { tree_.reset(); }
+
+  std::optional<Tree> tree_;
+};
+
+template <class T, class B, class E>
+state_ptr<T, B> record_fused(const E& e) {
+  static_assert(only_map_nodes_over_variables<E>::value,
+                "meld::autograd: a reduction or matrix product of variables inside an expression: "
+                "call autograd's sum / mean / max / min / matmul (unqualified, or "
+                "meld::autograd::...), which return variables");
+  auto s = std::make_shared<variable_state<T, B>>();
+  s->value = tensor<T, B>(transform_leaves(e, value_leaf{}));
+  bool needs = false;
+  if (is_grad_enabled())
+    for_each_leaf(e, [&](const auto& leaf) {
+      if constexpr (is_variable<std::remove_cvref_t<decltype(leaf)>>)
+        needs = needs || leaf.requires_grad();
+    });
+  if (needs) {
+    auto stored = transform_leaves(e, stored_leaf{});
+    s->grad_fn = std::make_shared<fused_node<T, B, decltype(stored)>>(std::move(stored));
+    s->requires_grad = true;
+  }
+  return s;
+}
+
+}  // namespace detail
+}  // namespace meld::autograd
