@@ -13,6 +13,8 @@
 
 #include "nn/model.hpp"
 
+#include "tensor/print.hpp"  // operator<< and to_string (<ostream>, <string>)
+
 // The CUDA backend: in files compiled by nvcc, when the build enables it (MELD_ENABLE_CUDA).
 #if defined(MELD_ENABLE_CUDA) && defined(__CUDACC__)
 #include "backend/cuda/cuda.hpp"
