@@ -22,6 +22,7 @@
 
 #include "tensor/convert.hpp"
 #include "tensor/factories.hpp"
+#include "tensor/from_data.hpp"
 #include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
 #include "tensor/tensor_view.hpp"
