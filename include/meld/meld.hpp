@@ -13,6 +13,7 @@
 
 #include "nn/model.hpp"
 
+#include "tensor/npy.hpp"    // save_npy, load_npy (<filesystem>, <fstream>)
 #include "tensor/print.hpp"  // operator<< and to_string (<ostream>, <string>)
 
 // The CUDA backend: in files compiled by nvcc, when the build enables it (MELD_ENABLE_CUDA).

@@ -45,20 +45,6 @@ std::string backend_label() {
   return std::string(B::name) + (std::is_same_v<typename B::policy, async> ? "<async>" : "<sync>");
 }
 
-// The elements of x, contiguous on the host: read in place when they already are (host memory,
-// row-major), else gathered where they live and copied to the host in one transfer.
-template <class X>
-tensor<value_t<X>, cpu<>> host_elements(const X& x) {
-  using T = value_t<X>;
-  using B = typename X::backend_type;
-  if constexpr (is_tensor<X>) {
-    return to<cpu<>>(x);
-  } else {
-    tensor<std::remove_const_t<T>, B> gathered(x);  // on B: a strided view becomes contiguous
-    return to<cpu<>>(gathered);
-  }
-}
-
 // How floating elements are written: as integers with a trailing point ("3."), in fixed
 // notation, or in scientific notation, chosen from the magnitudes of the finite elements shown
 // (PyTorch's rule: scientific when the largest is at least 1e8, the smallest nonzero below 1e-4,
