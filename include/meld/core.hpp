@@ -23,6 +23,8 @@
 #include "tensor/convert.hpp"
 #include "tensor/factories.hpp"
 #include "tensor/from_data.hpp"
+#include "tensor/indexing.hpp"
+#include "tensor/join.hpp"
 #include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
 #include "tensor/tensor_view.hpp"
