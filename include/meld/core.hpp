@@ -25,6 +25,8 @@
 #include "tensor/from_data.hpp"
 #include "tensor/indexing.hpp"
 #include "tensor/join.hpp"
+#include "tensor/scan_sort.hpp"
+#include "tensor/statistics.hpp"
 #include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
 #include "tensor/tensor_view.hpp"
