@@ -349,29 +349,23 @@ requires(detail::is_tensor<X> ||
   dict.append(header_len - dict.size() - 1, ' ');
   dict += '\n';
   const tensor<T> host = detail::host_elements(x);
-  std::vector<unsigned char> out;
-  out.reserve(padded + static_cast<std::size_t>(host.size()) * sizeof(T));
-  const unsigned char preamble[10] = {0x93,
-                                      'N',
-                                      'U',
-                                      'M',
-                                      'P',
-                                      'Y',
-                                      1,
-                                      0,
-                                      static_cast<unsigned char>(header_len & 0xff),
-                                      static_cast<unsigned char>(header_len >> 8)};
-  out.insert(out.end(), preamble, preamble + 10);
-  out.insert(out.end(), dict.begin(), dict.end());
-  const bool swap = std::endian::native == std::endian::big;
-  const T* src = host.size() ? host.data() : nullptr;
-  for (index_t i = 0; i < host.size(); ++i) {
-    unsigned char b[sizeof(T)];
-    std::memcpy(b, src + i, sizeof(T));
-    if (swap)
-      for (std::size_t k = 0; k < sizeof(T) / 2; ++k) std::swap(b[k], b[sizeof(T) - 1 - k]);
-    out.insert(out.end(), b, b + sizeof(T));
-  }
+  // The preamble: the magic string, version 1.0, the header's length (2 bytes, little-endian).
+  std::string head = "\x93NUMPY";
+  head += '\x01';
+  head += '\x00';
+  head += static_cast<char>(header_len & 0xff);
+  head += static_cast<char>(header_len >> 8);
+  head += dict;
+  // One allocation and two copies (inserting into a vector piece by piece set off g++ 12's
+  // -Wstringop-overflow, a false positive).
+  const std::size_t start = head.size(), bytes = static_cast<std::size_t>(host.size()) * sizeof(T);
+  std::vector<unsigned char> out(start + bytes);
+  std::memcpy(out.data(), head.data(), start);
+  if (bytes) std::memcpy(out.data() + start, host.data(), bytes);
+  if constexpr (std::endian::native == std::endian::big)
+    for (std::size_t i = start; i < out.size(); i += sizeof(T))
+      std::reverse(out.begin() + static_cast<long>(i),
+                   out.begin() + static_cast<long>(i + sizeof(T)));
   return out;
 }
 
