@@ -30,6 +30,12 @@ tensor<T, Backend> copy_host_values(const T* values, index_t n, const std::optio
   return out;
 }
 
+// The element type of a braced list of T; never void (from_range<void>(range) is the range
+// overload, and a list of void cannot even be named while that is worked out).
+struct not_a_list_element {};
+template <class T>
+using list_element = std::conditional_t<std::is_void_v<T>, not_a_list_element, T>;
+
 template <class Range>
 using range_value = std::remove_cvref_t<decltype(*std::begin(std::declval<const Range&>()))>;
 
@@ -59,7 +65,7 @@ auto from_range(const Range& values, std::optional<shape_t> shape = std::nullopt
 /// meld::from_range<float>({1, 2.5, 3}). (The literal of rank 1; tensor<float>({2, 3}) is a shape.)
 template <class T, class Backend = cpu<>>
 requires element_type<T> tensor<T, Backend> from_range(
-    std::type_identity_t<std::initializer_list<T>> values,
+    std::type_identity_t<std::initializer_list<detail::list_element<T>>> values,
     std::optional<shape_t> shape = std::nullopt) {
   return detail::copy_host_values<T, Backend>(values.begin(), static_cast<index_t>(values.size()),
                                               shape, "from_range");
