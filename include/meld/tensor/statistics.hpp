@@ -32,6 +32,17 @@ auto scalar_value(const R& r) {
 template <class E>
 using statistic_t = std::conditional_t<std::is_floating_point_v<value_t<E>>, value_t<E>, double>;
 
+// exp(d) of a shifted operand (d <= 0, or +inf, or NaN), with d clipped to [-1000, 1000] first:
+// exp of -1000 is already 0 and of 1000 already inf in float and double, and xsimd's exp turns
+// an infinite or NaN argument into an integer on the way (undefined behaviour, which UBSan
+// reports). NaN is passed through.
+template <class D>
+auto shifted_exp(D&& d) {
+  using T = value_t<D>;
+  auto c = make_closure(std::forward<D>(d));
+  return where(isnan(c), c, exp(where(isnan(c), T(0), clip(c, T(-1000), T(1000)))));
+}
+
 template <class E>
 void check_ddof(index_t n, int ddof, const char* what) {
   if (ddof < 0 || ddof >= n + (n == 0))
@@ -91,7 +102,7 @@ auto logsumexp(const E& x) {
   const T m = static_cast<T>(detail::scalar_value(max(x)));
   const T shift = std::isfinite(m) ? m : T(0);
   using std::log;
-  return shift + log(static_cast<T>(detail::scalar_value(sum(exp(x - shift)))));
+  return shift + log(static_cast<T>(detail::scalar_value(sum(detail::shifted_exp(x - shift)))));
 }
 
 /// logsumexp along an axis, as a tensor.
@@ -104,7 +115,7 @@ auto logsumexp(const E& x, long axis, bool keepdims = false) {
   const int a = normalize_axis(axis, x.shape().size(), "logsumexp");
   const tensor<T, B> m = max(x, a, true);
   const tensor<T, B> shift = where(isfinite(m), m, T(0));
-  tensor<T, B> out = log(sum(exp(x - shift), a, true)) + shift;
+  tensor<T, B> out = log(sum(detail::shifted_exp(x - shift), a, true)) + shift;
   if (keepdims) return out;
   return tensor<T, B>(out.squeeze(a));
 }
