@@ -22,6 +22,11 @@
 
 #include "tensor/convert.hpp"
 #include "tensor/factories.hpp"
+#include "tensor/from_data.hpp"
+#include "tensor/indexing.hpp"
+#include "tensor/join.hpp"
+#include "tensor/scan_sort.hpp"
+#include "tensor/statistics.hpp"
 #include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
 #include "tensor/tensor_view.hpp"

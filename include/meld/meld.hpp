@@ -13,6 +13,9 @@
 
 #include "nn/model.hpp"
 
+#include "tensor/npy.hpp"    // save_npy, load_npy (<filesystem>, <fstream>)
+#include "tensor/print.hpp"  // operator<< and to_string (<ostream>, <string>)
+
 // The CUDA backend: in files compiled by nvcc (or against the emulated device of the tests), when
 // the build enables it (MELD_ENABLE_CUDA; core/config.hpp).
 #if defined(MELD_CUDA_BACKEND)

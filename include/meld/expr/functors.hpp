@@ -339,18 +339,98 @@ struct power {
   static constexpr const char* name = "pow";
 };
 
+// Rounding to an integral value: floor, ceil, and round half to even (numpy.round and
+// torch.round: 2.5 -> 2, 3.5 -> 4, through nearbyint in the default rounding mode). Integers are
+// already integral and keep their type and value.
+#define MELD_ROUNDING_FUNCTION(NAME, FN)                          \
+  struct NAME##_op {                                              \
+    static constexpr int cost = 2;                                \
+    template <class S, class... Ts>                               \
+    static constexpr bool simd = detail::same_floating<S, Ts...>; \
+    template <class A>                                            \
+    MELD_HD MELD_INLINE A operator()(const A& a) const {          \
+      if constexpr (std::is_integral_v<A>) {                      \
+        return a;                                                 \
+      } else {                                                    \
+        using std::FN;                                            \
+        return FN(a);                                             \
+      }                                                           \
+    }                                                             \
+  };
+MELD_ROUNDING_FUNCTION(floor, floor)
+MELD_ROUNDING_FUNCTION(ceil, ceil)
+MELD_ROUNDING_FUNCTION(round, nearbyint)
+#undef MELD_ROUNDING_FUNCTION
+
+// Classification of floating values (value type bool); integers are always finite. Scalar code
+// (no SIMD batches): a - a is NaN exactly for NaN and infinities, which isfinite and isinf use.
+struct isnan_op {
+  static constexpr int cost = 1;
+  template <class S, class... Ts>
+  static constexpr bool simd = false;
+  template <class A>
+  MELD_HD MELD_INLINE bool operator()(const A& a) const {
+    if constexpr (std::is_integral_v<A>)
+      return false;
+    else
+      return a != a;
+  }
+};
+struct isinf_op {
+  static constexpr int cost = 2;
+  template <class S, class... Ts>
+  static constexpr bool simd = false;
+  template <class A>
+  MELD_HD MELD_INLINE bool operator()(const A& a) const {
+    if constexpr (std::is_integral_v<A>)
+      return false;
+    else
+      return a == a && (a - a) != (a - a);
+  }
+};
+struct isfinite_op {
+  static constexpr int cost = 2;
+  template <class S, class... Ts>
+  static constexpr bool simd = false;
+  template <class A>
+  MELD_HD MELD_INLINE bool operator()(const A& a) const {
+    if constexpr (std::is_integral_v<A>)
+      return true;
+    else
+      return (a - a) == (a - a);
+  }
+};
+
+// min(max(a, lo), hi) with NaN kept (numpy.clip); lo and hi are scalars of a's type.
+template <class T>
+struct clip_op {
+  T lo, hi;
+  static constexpr int cost = 2;
+  template <class S, class... Ts>
+  static constexpr bool simd = detail::same_numeric<S, Ts...>;
+  template <class A>
+  MELD_HD MELD_INLINE A operator()(const A& a) const {
+    using detail::select;
+    const A l(lo), h(hi);
+    const A low = select(a < l, l, a);  // NaN compares false: stays NaN
+    return select(low > h, h, low);
+  }
+};
+
 template <class To>
 struct cast_op {
   static constexpr int cost = 1;
   template <class S, class... Ts>
   static constexpr bool simd = std::is_same_v<To, S>&& detail::same_numeric<S, Ts...>;
   template <class A>
-  MELD_HD MELD_INLINE To operator()(const A& a) const {
+  MELD_HD MELD_INLINE auto operator()(const A& a) const {
     if constexpr (std::is_floating_point_v<A> && std::is_integral_v<To> &&
                   !std::is_same_v<To, bool>)
       return detail::saturating_cast<To>(a);
-    else
+    else if constexpr (std::is_arithmetic_v<A>)
       return static_cast<To>(a);
+    else
+      return a;  // a SIMD batch, which is one of To already (simd<S, ...> needs S == To)
   }
 };
 

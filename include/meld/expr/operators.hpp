@@ -100,7 +100,21 @@ MELD_UNARY_FUNCTION(cos)
 MELD_UNARY_FUNCTION(sigmoid)
 MELD_UNARY_FUNCTION(relu)
 MELD_UNARY_FUNCTION(square)
+
+MELD_UNARY_FUNCTION(floor)
+MELD_UNARY_FUNCTION(ceil)
+MELD_UNARY_FUNCTION(round)
+MELD_UNARY_FUNCTION(isnan)
+MELD_UNARY_FUNCTION(isinf)
+MELD_UNARY_FUNCTION(isfinite)
 #undef MELD_UNARY_FUNCTION
+
+/// Each element limited to [lo, hi] (numpy.clip; NaN stays NaN). lo and hi take the
+/// expression's element type.
+template <expression A>
+auto clip(A&& a, value_t<A> lo, value_t<A> hi) {
+  return detail::make_unary(std::forward<A>(a), ops::clip_op<value_t<A>>{lo, hi});
+}
 
 /// Elementwise logical not, as operator!.
 template <expression A>

@@ -51,6 +51,19 @@ requires(!detail::is_tensor<std::remove_cvref_t<E>>) tensor<value_t<E>, To> to(c
   return to<To>(tensor<value_t<E>, From>(e));
 }
 
+namespace detail {
+// The elements of a tensor or view of any backend, contiguous on the host: a view is gathered
+// where it lives first, so that a device view costs one transfer of its own elements.
+template <class X>
+tensor<std::remove_const_t<value_t<X>>, cpu<>> host_elements(const X& x) {
+  if constexpr (is_tensor<X>) {
+    return to<cpu<>>(x);
+  } else {
+    return to<cpu<>>(tensor<std::remove_const_t<value_t<X>>, typename X::backend_type>(x));
+  }
+}
+}  // namespace detail
+
 /// Copies the elements of src into dst, which has src's shape: between devices of one backend
 /// (device to device: replicas of a model on several GPUs), between the host and a device, or
 /// within one device (where any layouts work). Across devices or backends both must be contiguous.

@@ -12,6 +12,9 @@
 
 namespace meld {
 
+/// Tag of storages that view memory owned by the caller (meld::borrow).
+struct borrowed_memory_t {};
+
 template <class T, class Backend>
 class storage {
  public:
@@ -21,9 +24,13 @@ class storage {
       detail::raise<allocation_error>("meld: ", n, " elements do not fit in memory");
     data_ = static_cast<T*>(memory<Backend>::allocate(static_cast<std::size_t>(n) * sizeof(T)));
   }
+  // Memory that the caller owns and keeps alive (meld::borrow): never freed here.
+  storage(T* borrowed, index_t n, borrowed_memory_t)
+      : size_(n), device_(memory<Backend>::current_device()), data_(borrowed), owned_(false) {}
   // The ordering state goes along, so that backends can free after queued work (CUDA).
   ~storage() {
-    memory<Backend>::deallocate(data_, static_cast<std::size_t>(size_) * sizeof(T), access_);
+    if (owned_)
+      memory<Backend>::deallocate(data_, static_cast<std::size_t>(size_) * sizeof(T), access_);
   }
   storage(const storage&) = delete;
   storage& operator=(const storage&) = delete;
@@ -41,6 +48,7 @@ class storage {
   index_t size_ = 0;
   int device_ = 0;
   T* data_ = nullptr;
+  bool owned_ = true;
 };
 
 namespace detail {
@@ -54,6 +62,17 @@ std::shared_ptr<Storage> make_storage(index_t n) {
                                     [](Storage* s) { s->access().delete_after_work(s); });
   else
     return std::make_shared<Storage>(n);
+}
+
+// A storage over memory the caller owns (not freed with the storage); deleted after queued work
+// on it, as make_storage's are.
+template <class Storage, class T>
+std::shared_ptr<Storage> make_borrowed_storage(T* data, index_t n) {
+  if constexpr (requires(Storage * s) { s->access().delete_after_work(s); })
+    return std::shared_ptr<Storage>(new Storage(data, n, borrowed_memory_t{}),
+                                    [](Storage* s) { s->access().delete_after_work(s); });
+  else
+    return std::make_shared<Storage>(data, n, borrowed_memory_t{});
 }
 }  // namespace detail
 

@@ -10,9 +10,11 @@
 #include <memory>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "../backend/cpu/cpu.hpp"
 #include "../core/element_type.hpp"
+#include "nested_list.hpp"
 #include "tensor_view.hpp"
 
 namespace meld {
@@ -47,6 +49,17 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
 
   /// A tensor whose elements are not initialized (for outputs that are written next).
   tensor(const shape_t& shape, uninitialized_t) { allocate(shape); }
+
+  /// Tensors of rank 2, 3 and 4 from nested lists: tensor<float>{{1, 2}, {3, 4}} has shape
+  /// {2, 2}. Throws shape_error naming the axis when the lists are ragged. (Rank 1 is
+  /// meld::from_range<float>({1, 2, 3}): tensor<float>({2, 3}) is the shape {2, 3}. At rank 3 and
+  /// 4, innermost lists of one element are ambiguous with a lower rank, since {1} also
+  /// initializes a number: reshape a literal of lower rank instead.)
+  tensor(detail::nested_list<T, 2> rows) { from_nested<2>(rows); }
+  /// See the rank-2 constructor: tensor<float>{{{1}, {2}}, {{3}, {4}}} has shape {2, 2, 1}.
+  tensor(detail::nested_list<T, 3> blocks) { from_nested<3>(blocks); }
+  /// See the rank-2 constructor.
+  tensor(detail::nested_list<T, 4> blocks) { from_nested<4>(blocks); }
 
   /// Evaluates an expression. Implicit for expressions (tensor<float> y = a * x + b), explicit
   /// from another tensor (a deep copy).
@@ -176,6 +189,19 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
     this->strides_ = row_major_strides(shape);
   }
 
+  // Writes size() elements from host memory, wherever this tensor lives (staged for queued work).
+  void write_from_host(const T* values) {
+    if (this->size()) executor<Backend>::copy_from_host(*this, values);
+  }
+
+  template <int Rank>
+  void from_nested(const detail::nested_list<T, Rank>& list) {
+    std::vector<T> flat;
+    const shape_t shape = detail::nested_list_elements<T, Rank>(list, flat);
+    allocate(shape);
+    write_from_host(flat.data());
+  }
+
   template <class E>
   void assign(const E& e) {
     const shape_t* u = e.uniform_shape();
@@ -207,6 +233,11 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
     return tensor(shape, uninitialized);
   }
 };
+
+/// tensor t = a + b: the element type and backend of the expression (evaluated once).
+template <expression E>
+requires(!detail::is_tensor<std::remove_cvref_t<E>>) tensor(E&&)
+->tensor<value_t<E>, backend_t<E>>;
 
 // An lvalue tensor in an expression is held by pointer: building the expression costs nothing,
 // and it reads the tensor's values at evaluation time.
