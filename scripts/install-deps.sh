@@ -13,6 +13,7 @@ packages=(
   libopenmpi-dev openmpi-bin              # the MPI communicator
   libopenblas-dev libeigen3-dev libxtensor-dev  # the peers the benchmarks compare against
   python3-numpy python3-matplotlib        # reference results and training plots
+  python3-torch                           # autograd's reference gradients (tests/autograd)
 )
 
 missing=()
