@@ -427,7 +427,7 @@ struct cast_op {
     if constexpr (std::is_floating_point_v<A> && std::is_integral_v<To> &&
                   !std::is_same_v<To, bool>)
       return detail::saturating_cast<To>(a);
-    else if constexpr (std::is_arithmetic_v<A>)
+    else if constexpr (std::is_constructible_v<To, const A&>)  // numbers, half, bfloat16
       return static_cast<To>(a);
     else
       return a;  // a SIMD batch, which is one of To already (simd<S, ...> needs S == To)
