@@ -31,6 +31,9 @@ struct derivative {
                 "in the trace below");
 };
 
+/// @cond derivative_rules
+// (The rules themselves are read in this file, one specialization per functor, not in the API
+// reference.)
 namespace detail {
 // Operations through which no gradient flows.
 struct non_differentiable {
@@ -265,5 +268,6 @@ struct derivative<ops::cast_op<To>> {
       return no_gradient{};
   }
 };
+/// @endcond
 
 }  // namespace meld::autograd

@@ -36,9 +36,9 @@ struct gradcheck_options {
 
 /// The outcome: true when every element agrees; otherwise message names the first that does not.
 struct gradcheck_result {
-  bool ok = true;
-  std::string message;
-  explicit operator bool() const { return ok; }
+  bool ok = true;                                ///< every element agrees
+  std::string message;                           ///< the first disagreement, or empty
+  explicit operator bool() const { return ok; }  ///< ok
 };
 
 namespace detail {

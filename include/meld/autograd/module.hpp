@@ -40,10 +40,10 @@ namespace meld::autograd {
 template <class Net>
 class module {
  public:
-  using value_type = typename Net::value_type;      ///< the element type
-  using backend_type = typename Net::backend_type;  ///< the backend
-  using tensor_type = tensor<value_type, backend_type>;
-  using variable_type = variable<value_type, backend_type>;
+  using value_type = typename Net::value_type;               ///< the element type
+  using backend_type = typename Net::backend_type;           ///< the backend
+  using tensor_type = tensor<value_type, backend_type>;      ///< the parameters' tensor type
+  using variable_type = variable<value_type, backend_type>;  ///< the network's variable type
 
   /// Takes the network. Throws std::logic_error for a parameter that is not a leaf requiring a
   /// gradient.

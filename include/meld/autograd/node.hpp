@@ -20,17 +20,21 @@ class node;
 /// What a variable is: shared by every handle to it and by the nodes that read it.
 template <class T, class B>
 struct variable_state {
+  /// The variable's value.
   tensor<T, B> value;
   /// A leaf's gradient, allocated (zero) when the leaf starts requiring one; stays in place, so
   /// that optimizers and data_parallel's buckets may keep its address.
   tensor<T, B> grad;
   /// An interior result's gradient while backward runs (freed once its node has used it).
   tensor<T, B> pending;
+  /// Whether backward computes a gradient for the variable.
   bool requires_grad = false;
+  /// Whether `pending` holds a gradient yet.
   bool has_pending = false;
   /// The node that computed the value; null for leaves.
   std::shared_ptr<node<T, B>> grad_fn;
 
+  /// Whether the variable is a leaf (not computed by a recorded node).
   bool is_leaf() const { return !grad_fn; }
 };
 
@@ -54,12 +58,15 @@ class node {
     inputs_.clear();
     release_saved();
   }
+  /// Whether release() ran (a backward without retain_graph).
   bool released() const { return released_; }
   /// The variables the output was computed from (in operand order; one may appear twice).
   const std::vector<state_ptr<T, B>>& inputs() const { return inputs_; }
 
  protected:
+  /// Frees what the node saved for backward beyond its inputs.
   virtual void release_saved() = 0;
+  /// The inputs (filled by the node's constructor).
   std::vector<state_ptr<T, B>> inputs_;
 
  private:

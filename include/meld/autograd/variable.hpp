@@ -75,10 +75,10 @@ class variable : public expression_tag {
   static_assert(std::is_floating_point_v<T>, "meld::autograd::variable<T>: T must be floating");
 
  public:
-  using value_type = T;
-  using backend_type = B;
-  using tensor_type = tensor<T, B>;
-  using state_type = variable_state<T, B>;
+  using value_type = T;                     ///< the element type
+  using backend_type = B;                   ///< the backend
+  using tensor_type = tensor<T, B>;         ///< the type of the value and the gradient
+  using state_type = variable_state<T, B>;  ///< what every handle to the variable shares
 
   /// A null handle (no value); assign one to it.
   variable() = default;
@@ -119,14 +119,19 @@ class variable : public expression_tag {
   /// logical not, as for every expression.)
   bool defined() const { return s_ != nullptr; }
 
+  /// The value's shape.
   const shape_t& shape() const { return state().value.shape(); }
+  /// The shape, as expressions report theirs (a variable is one leaf of an expression).
   const shape_t* uniform_shape() const { return &shape(); }
+  /// The number of axes.
   int rank() const { return shape().size(); }
+  /// The number of elements.
   index_t size() const { return shape().product(); }
 
   /// The value. Writing it (an optimizer's update of a parameter) is fine between steps; writing
   /// it between forward and backward changes what backward reads.
   const tensor_type& value() const { return state().value; }
+  /// The value, writable (see above).
   tensor_type& value() { return state().value; }
 
   /// A leaf's accumulated gradient (same shape as the value). Throws std::logic_error for a
