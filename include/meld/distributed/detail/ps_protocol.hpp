@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <list>
 #include <mutex>
 #include <span>
 #include <stdexcept>
@@ -184,6 +185,93 @@ struct pending_send {
   MPI_Request request = MPI_REQUEST_NULL;
   message msg;
   int dest = 0;
+};
+
+// The messages of one tag, each received at the size it has: probed (MPI_Improbe), then received
+// without waiting (MPI_Imrecv). A matched receive that waited (MPI_Mrecv) would hang on a large
+// message whose sender's link broke after its first fragment, with the protocol's deadlines
+// stopped; here they keep running. Messages of one source are delivered in the order they were
+// sent, as MPI matched them; one source whose message is stuck holds up no other.
+class probed_receives {
+ public:
+  probed_receives(MPI_Comm comm, int tag) : comm_(comm), tag_(tag) {}
+  probed_receives(const probed_receives&) = delete;
+  probed_receives& operator=(const probed_receives&) = delete;
+  // Receives still in flight (a broken link's) keep their buffers: MPI may yet write into them,
+  // and a matched receive cannot be cancelled. They are leaked, never freed under MPI.
+  ~probed_receives() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    for (auto& r : flight_)
+      if (r.request != MPI_REQUEST_NULL && !finalized) {
+        MPI_Request_free(&r.request);
+        static_cast<void>(new message(std::move(r.msg)));  // leaked (see above)
+      }
+  }
+
+  // Starts receiving what has arrived (at most `limit` new messages), then calls
+  // deliver(message&&, source) for each received one, in order per source. Returns MPI's error
+  // code of the first call that failed (MPI_SUCCESS when none did) and what it was doing.
+  template <class Deliver>
+  int poll(const mpi_calls& mpi, int limit, Deliver&& deliver, const char** what = nullptr) {
+    auto fail = [&](int rc, const char* doing) {
+      if (what) *what = doing;
+      return rc;
+    };
+    std::vector<arrival> done;
+    {
+      auto lock = mpi.lock();
+      for (int n = 0; n < limit; ++n) {
+        int flag = 0;
+        MPI_Message handle;
+        MPI_Status status;
+        int rc = MPI_Improbe(MPI_ANY_SOURCE, tag_, comm_, &flag, &handle, &status);
+        if (rc != MPI_SUCCESS) return fail(rc, "probing for messages");
+        if (!flag) break;
+        int bytes = 0;
+        MPI_Get_count(&status, MPI_BYTE, &bytes);
+        arrival& a = flight_.emplace_back();
+        a.source = status.MPI_SOURCE;
+        a.msg.bytes().resize(static_cast<std::size_t>(bytes));
+        rc = MPI_Imrecv(a.msg.bytes().data(), bytes, MPI_BYTE, &handle, &a.request);
+        if (rc != MPI_SUCCESS) {
+          flight_.pop_back();
+          return fail(rc, "receiving a message");
+        }
+      }
+      // Completed receives leave in order per source (a source held up by an unfinished one
+      // keeps the rest of its messages for a later poll).
+      std::vector<int> held;
+      for (auto it = flight_.begin(); it != flight_.end();) {
+        if (std::find(held.begin(), held.end(), it->source) != held.end()) {
+          ++it;
+          continue;
+        }
+        int flag = 0;
+        const int rc = MPI_Test(&it->request, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return fail(rc, "receiving a message");
+        if (!flag) {
+          held.push_back(it->source);
+          ++it;
+          continue;
+        }
+        done.push_back(std::move(*it));
+        it = flight_.erase(it);
+      }
+    }
+    for (arrival& a : done) deliver(std::move(a.msg), a.source);
+    return MPI_SUCCESS;
+  }
+
+ private:
+  struct arrival {
+    MPI_Request request = MPI_REQUEST_NULL;
+    message msg;
+    int source = 0;
+  };
+  MPI_Comm comm_;
+  int tag_;
+  std::list<arrival> flight_;  // a list: MPI writes into the buffers, which must not move
 };
 
 }  // namespace detail::ps

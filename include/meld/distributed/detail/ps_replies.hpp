@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <climits>
 #include <deque>
 #include <functional>
 #include <map>
@@ -41,7 +42,7 @@ struct expected_reply {
 // Receives the replies of one worker and delivers each to the operation that expects it.
 class reply_router {
  public:
-  explicit reply_router(MPI_Comm replies) : comm_(replies) {}
+  explicit reply_router(MPI_Comm replies) : receives_(replies, reply_tag) {}
 
   void expect(expected_reply& r) { waiting_[{r.request, r.server}] = &r; }
   // An operation that failed: a reply that still comes is dropped.
@@ -49,29 +50,19 @@ class reply_router {
 
   // Receives every reply that has arrived. Throws comm_error when MPI fails.
   void poll(const mpi_calls& mpi) {
-    for (;;) {
-      int flag = 0;
-      MPI_Message handle;
-      MPI_Status status;
-      message m;
-      {
-        auto lock = mpi.lock();
-        int rc = MPI_Improbe(MPI_ANY_SOURCE, reply_tag, comm_, &flag, &handle, &status);
-        if (rc != MPI_SUCCESS) throw mpi_failure("probing for replies", rc);
-        if (!flag) return;
-        int bytes = 0;
-        MPI_Get_count(&status, MPI_BYTE, &bytes);
-        m.bytes().resize(static_cast<std::size_t>(bytes));
-        rc = MPI_Mrecv(m.bytes().data(), bytes, MPI_BYTE, &handle, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) throw mpi_failure("receiving a reply", rc);
-      }
-      if (m.bytes().size() < sizeof(header)) continue;  // not a reply of this protocol
-      const auto it = waiting_.find({m.head().request, status.MPI_SOURCE});
-      if (it == waiting_.end()) continue;  // of an operation that failed
-      it->second->reply = std::move(m);
-      it->second->received = true;
-      waiting_.erase(it);
-    }
+    const char* what = "";
+    const int rc = receives_.poll(
+        mpi, INT_MAX,
+        [&](message&& m, int source) {
+          if (m.bytes().size() < sizeof(header)) return;  // not a reply of this protocol
+          const auto it = waiting_.find({m.head().request, source});
+          if (it == waiting_.end()) return;  // of an operation that failed
+          it->second->reply = std::move(m);
+          it->second->received = true;
+          waiting_.erase(it);
+        },
+        &what);
+    if (rc != MPI_SUCCESS) throw mpi_failure(what, rc);
   }
 
  private:
@@ -80,7 +71,7 @@ class reply_router {
                       cat("meld::param_server: ", what, " failed: ", mpi_error_text(rc)));
   }
 
-  MPI_Comm comm_;
+  probed_receives receives_;
   std::map<std::pair<std::uint64_t, int>, expected_reply*> waiting_;
 };
 

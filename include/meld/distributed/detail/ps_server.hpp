@@ -52,7 +52,11 @@ class server {
 
   server(const config& c, ps_rule<T> rule, MPI_Comm requests, MPI_Comm replies,
          const std::string& restore)
-      : cfg_(c), rule_(std::move(rule)), req_(requests), rep_(replies) {
+      : cfg_(c),
+        rule_(std::move(rule)),
+        req_(requests),
+        rep_(replies),
+        requests_(requests, request_tag) {
     workers_.resize(static_cast<std::size_t>(cfg_.workers));
     if (!restore.empty()) load(restore);
   }
@@ -117,26 +121,11 @@ class server {
 
   bool receive_all() {
     bool any = false;
-    for (int n = 0; n < 64; ++n) {
-      int flag = 0;
-      MPI_Message handle;
-      MPI_Status status;
-      message m;
-      {
-        auto lock = mpi_.lock();
-        if (MPI_Improbe(MPI_ANY_SOURCE, request_tag, req_, &flag, &handle, &status) !=
-                MPI_SUCCESS ||
-            !flag)
-          return any;
-        int bytes = 0;
-        MPI_Get_count(&status, MPI_BYTE, &bytes);
-        m.bytes().resize(static_cast<std::size_t>(bytes));
-        MPI_Mrecv(m.bytes().data(), bytes, MPI_BYTE, &handle, MPI_STATUS_IGNORE);
-      }
+    requests_.poll(mpi_, 64, [&](message&& m, int source) {
       any = true;
-      if (m.bytes().size() < sizeof(header)) continue;  // not ours
-      handle_message(std::move(m), status.MPI_SOURCE);
-    }
+      if (m.bytes().size() < sizeof(header)) return;  // not ours
+      handle_message(std::move(m), source);
+    });
     return any;
   }
 
@@ -713,6 +702,7 @@ class server {
   ps_rule<T> rule_;
   MPI_Comm req_, rep_;
   mpi_calls mpi_;
+  probed_receives requests_;
   std::map<int, shard> shards_;
   std::vector<worker_state> workers_;
   std::list<pending_send> sends_;
