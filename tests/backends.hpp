@@ -112,6 +112,40 @@
 #define ASYNC_BACKEND_TEST_CASE(NAME, TAGS) \
   MELD_ASYNC_BACKEND_TEST_CASE(NAME, TAGS, MELD_TEST_CAT(meld_backend_test_, __COUNTER__))
 
+// The same for the synchronous backends only: catalogs of values (e.g. one gradient check per
+// operation) whose asynchronous instantiations would run the same kernels through a queue, at
+// twice the compile time. (cpu<sync> [cpu] and sim<sync> [sim]; cuda<sync> in the CUDA build;
+// none in the ThreadSanitizer build, which runs the asynchronous ones.)
+#if defined(MELD_TEST_CUDA)
+#define MELD_TEST_INSTANTIATE_SYNC(NAME, TAGS, FN) \
+  TEST_CASE(NAME " (cuda<sync>)", TAGS "[cuda]") { \
+    FN<meld::cuda<meld::sync>>();                  \
+  }
+#elif defined(MELD_TEST_ASYNC_ONLY)
+#define MELD_TEST_INSTANTIATE_SYNC(NAME, TAGS, FN)
+#elif defined(MELD_TEST_CPU_SYNC_ONLY)
+#define MELD_TEST_INSTANTIATE_SYNC(NAME, TAGS, FN) \
+  TEST_CASE(NAME " (cpu<sync>)", TAGS "[cpu]") {   \
+    FN<meld::cpu<meld::sync>>();                   \
+  }
+#else
+#define MELD_TEST_INSTANTIATE_SYNC(NAME, TAGS, FN) \
+  TEST_CASE(NAME " (cpu<sync>)", TAGS "[cpu]") {   \
+    FN<meld::cpu<meld::sync>>();                   \
+  }                                                \
+  TEST_CASE(NAME " (sim<sync>)", TAGS "[sim]") {   \
+    FN<meld::sim<meld::sync>>();                   \
+  }
+#endif
+#define MELD_SYNC_BACKEND_TEST_CASE(NAME, TAGS, FN) \
+  template <class B>                                \
+  [[maybe_unused]] static void FN();                \
+  MELD_TEST_INSTANTIATE_SYNC(NAME, TAGS, FN)        \
+  template <class B>                                \
+  [[maybe_unused]] static void FN()
+#define SYNC_BACKEND_TEST_CASE(NAME, TAGS) \
+  MELD_SYNC_BACKEND_TEST_CASE(NAME, TAGS, MELD_TEST_CAT(meld_backend_test_, __COUNTER__))
+
 // A test of host-only behaviour in a generic suite's file: an ordinary test case, left out of the
 // CUDA build of the suite.
 #if defined(MELD_TEST_CUDA)

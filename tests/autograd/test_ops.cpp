@@ -11,7 +11,7 @@
 namespace ag = meld::autograd;
 using meld::tensor;
 
-BACKEND_TEST_CASE("sum, mean, max and min, over everything and along axes", "[autograd]") {
+SYNC_BACKEND_TEST_CASE("sum, mean, max and min, over everything and along axes", "[autograd]") {
   const auto in = test::random_inputs<B>({{3, 4, 5}}, 100);
   for (bool keep : {false, true})
     for (long axis : {0L, 1L, -1L}) {
@@ -43,7 +43,7 @@ BACKEND_TEST_CASE("max and min share the gradient among ties", "[autograd]") {
   test::check_elements(x.grad(), [&](const auto& i) { return i[0] == 1 && i[1] == 3 ? 1.0 : 0.0; });
 }
 
-BACKEND_TEST_CASE("matmul: plain, batched, and with a shared operand", "[autograd]") {
+SYNC_BACKEND_TEST_CASE("matmul: plain, batched, and with a shared operand", "[autograd]") {
   test::require_gradcheck([](const auto& v) { return ag::matmul(v[0], v[1]); },
                           test::random_inputs<B>({{3, 4}, {4, 2}}, 110));
   test::require_gradcheck([](const auto& v) { return ag::matmul(v[0], v[1]); },
@@ -58,7 +58,8 @@ BACKEND_TEST_CASE("matmul: plain, batched, and with a shared operand", "[autogra
                           test::random_inputs<B>({{3, 4}}, 115));
 }
 
-BACKEND_TEST_CASE("views: reshape, permute, transpose, squeeze, unsqueeze, slice", "[autograd]") {
+SYNC_BACKEND_TEST_CASE("views: reshape, permute, transpose, squeeze, unsqueeze, slice",
+                       "[autograd]") {
   using V = ag::variable<double, B>;
   const auto in = test::random_inputs<B>({{2, 3, 4}}, 120);
   const auto w = test::random_inputs<B>({{4, 6}}, 121);
@@ -81,7 +82,7 @@ BACKEND_TEST_CASE("views: reshape, permute, transpose, squeeze, unsqueeze, slice
       w);
 }
 
-BACKEND_TEST_CASE("log_softmax, softmax and cross_entropy", "[autograd]") {
+SYNC_BACKEND_TEST_CASE("log_softmax, softmax and cross_entropy", "[autograd]") {
   const auto in = test::random_inputs<B>({{4, 5}}, 130);
   test::require_gradcheck([](const auto& v) { return ag::log_softmax(v[0], 1); }, in);
   test::require_gradcheck([](const auto& v) { return ag::log_softmax(v[0], 0); }, in);
@@ -103,8 +104,8 @@ BACKEND_TEST_CASE("log_softmax, softmax and cross_entropy", "[autograd]") {
       z.grad(), [&](const auto& i) { return test::at(g_ref, i); }, 1e-6);
 }
 
-BACKEND_TEST_CASE("losses: values against naive loops, gradients against finite differences",
-                  "[autograd]") {
+SYNC_BACKEND_TEST_CASE("losses: values against naive loops, gradients against finite differences",
+                       "[autograd]") {
   const auto hp = test::random_tensor<double>({3, 4}, 140),
              hy = test::random_tensor<double>({3, 4}, 141);
   const tensor<double, B> y = meld::to<B>(hy);

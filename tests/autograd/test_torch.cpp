@@ -36,7 +36,7 @@ void write(std::ostream& out, const std::string& name, const tensor<double>& t) 
 
 }  // namespace
 
-BACKEND_TEST_CASE("a residual GELU MLP's gradients equal PyTorch's", "[autograd][torch]") {
+SYNC_BACKEND_TEST_CASE("a residual GELU MLP's gradients equal PyTorch's", "[autograd][torch]") {
   using V = ag::variable<double, B>;
   const auto dir = std::filesystem::temp_directory_path();
   const std::string stem = "meld_torch_" + std::to_string(std::rand());

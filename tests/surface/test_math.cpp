@@ -110,7 +110,7 @@ BACKEND_TEST_CASE("cumsum widens int32, sort puts NaN last, topk orders ties by 
   REQUIRE_THROWS_WITH(meld::topk(y, 6), "topk: k = 6 is out of range for axis 0 of shape {5}");
 }
 
-BACKEND_TEST_CASE("numpy agrees on random shapes, views, axes and NaN / Inf", "[surface]") {
+SYNC_BACKEND_TEST_CASE("numpy agrees on random shapes, views, axes and NaN / Inf", "[surface]") {
   if (!have_numpy()) {
     WARN("/usr/bin/python3 has no numpy: the differential math test is skipped");
     return;

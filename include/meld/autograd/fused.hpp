@@ -192,6 +192,16 @@ class fused_node final : public node<T, B> {
     }
   }
 
+  // Whether a leaf after K is reached too (else leaf K's variable has one path, and the masked
+  // sum of several is not compiled: a kernel fewer per leaf, for every expression users write).
+  template <std::size_t K, std::size_t J = K + 1>
+  static constexpr bool reached_later() {
+    if constexpr (J >= leaves)
+      return false;
+    else
+      return reached<J>() || reached_later<K, J + 1>();
+  }
+
   template <std::size_t... K>
   void find_states(const Tree& tree, std::array<variable_state<T, B>*, leaves>& state,
                    std::index_sequence<K...>) {
@@ -212,9 +222,14 @@ class fused_node final : public node<T, B> {
   }
 
   // The gradient of the variable at leaf K, unless an earlier leaf was the same variable: its one
-  // path, or, for a variable at several leaves, the sum of their paths in one loop (a sum over
-  // every reached leaf, each selected by a mask that is 1 where the leaf is this variable: one
-  // loop, where one per leaf would read and write its gradient once per path).
+  // path, or, for a variable at several leaves, the sum of their paths. Where the variable is
+  // at least half the reached leaves (x in GELU's x * (1 + tanh(x + x*x*x))), the sum is one loop:
+  // a sum over every reached leaf, each selected by a mask that is 1 where the leaf is this
+  // variable, which reads and writes the gradient once where a loop per path would do it per
+  // path. Otherwise (v in a*x + exp(z) - v*v) it is a loop per path, so that the masked sum does
+  // not compute the many paths of other variables. The masked sum is one expression for the whole
+  // tree, whichever variable it is for: one per leaf (from K on) would compile a number of paths
+  // that grows with the square of the leaves (GELU of a biased product has 8).
   template <std::size_t K, class V, class G>
   void backward_leaf(const V& values, const G& g,
                      const std::array<variable_state<T, B>*, leaves>& state,
@@ -223,18 +238,41 @@ class fused_node final : public node<T, B> {
       variable_state<T, B>* s = state[K];
       if (!s || done[K]) return;
       std::array<T, leaves> mask{};
-      int uses = 0;
+      std::size_t uses = 0;
       for (std::size_t j = K; j < leaves; ++j)
         if (state[j] == s) {
           mask[j] = T(1);
           done[j] = true;
           ++uses;
         }
-      if (uses == 1)
+      if constexpr (!reached_later<K>()) {
+        accumulate(*s, path_gradient<K>(values, g));  // the only leaf this variable can be
+      } else if (uses == 1) {
         accumulate(*s, path_gradient<K>(values, g));
-      else
-        accumulate(*s, masked_sum<K>(values, g, mask));
+      } else if (2 * uses >= reached_count()) {
+        accumulate(*s, masked_sum<0>(values, g, mask));
+      } else {
+        each_path<K>(values, g, *s, mask, std::make_index_sequence<leaves - K>{});
+      }
     }
+  }
+
+  static constexpr std::size_t reached_count() {
+    return []<std::size_t... K>(std::index_sequence<K...>) {
+      return (std::size_t{reached<K>()} + ... + 0);
+    }
+    (std::make_index_sequence<leaves>{});
+  }
+
+  // The paths of leaves K + I... that the mask selects, a loop each.
+  template <std::size_t K, class V, class G, std::size_t... I>
+  static void each_path(const V& values, const G& g, variable_state<T, B>& s,
+                        const std::array<T, leaves>& mask, std::index_sequence<I...>) {
+    auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+      if constexpr (reached<J>())
+        if (mask[J] != T(0)) accumulate(s, path_gradient<J>(values, g));
+    };
+    (one(std::integral_constant<std::size_t, K + I>{}), ...);
   }
 
   template <std::size_t J, class V, class G>
