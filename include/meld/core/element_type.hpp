@@ -99,4 +99,24 @@ using scalar_promote_t =
     std::conditional_t<std::is_floating_point_v<S> && !std::is_floating_point_v<T>, S,
                        std::conditional_t<std::is_same_v<T, bool>, S, T>>;
 
+/// Whether an expression of element type From may be assigned to a tensor of type To without
+/// meld::cast: the same type, or one that keeps every value's category and range. Categories
+/// rank bool < integer < floating (PyTorch's promotion order); within one, the wider type holds
+/// the narrower. So int32 -> int64, float32 -> float64, bool or integers -> floats are implicit;
+/// floating -> integer (truncation) and float64 -> float32 or int64 -> int32 (range) need
+/// meld::cast<To>. Types outside these categories (CUDA's half) are left to their conversions.
+template <class From, class To>
+inline constexpr bool converts_without_loss = [] {
+  if constexpr (std::is_same_v<From, To> || std::is_same_v<From, bool> ||
+                !std::is_arithmetic_v<From> || !std::is_arithmetic_v<To>)
+    return true;
+  else if constexpr (std::is_floating_point_v<From>)
+    return std::is_floating_point_v<To> && sizeof(To) >= sizeof(From);
+  else if constexpr (std::is_floating_point_v<To>)
+    return true;
+  else
+    return !std::is_same_v<To, bool> && sizeof(To) >= sizeof(From) &&
+           std::is_signed_v<To> == std::is_signed_v<From>;
+}();
+
 }  // namespace meld

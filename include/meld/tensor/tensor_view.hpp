@@ -102,6 +102,11 @@ namespace detail {
 // place where assignments reach the backend. The backend takes care of operands that overlap dst.
 template <class Dst, class E>
 void assign_checked(const Dst& dst, const E& e) {
+  static_assert(converts_without_loss<value_t<E>, typename Dst::value_type>,
+                "meld: this assignment would lose values (a floating expression into an integer "
+                "tensor, or float64 into float32, or int64 into int32): convert explicitly with "
+                "meld::cast<T>(expression), T the tensor's element type (README, \"Element types "
+                "and promotion\")");
   using B = common_backend_t<typename Dst::backend_type, backend_t<E>>;
   executor<B>::assign(dst, e);
 }

@@ -22,8 +22,12 @@ void start_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t
                   Args&&... args) {
 #if defined(__CUDACC__)
   kernel<<<grid, block, 0, s>>>(std::forward<Args>(args)...);
-#else
+#elif defined(MELD_CUDA_EMU)
   meld_emu::launch(kernel, grid, block, s, std::forward<Args>(args)...);
+#else
+  // A host-compiled file that includes the backend (nccl_comm.hpp in a .cpp) launches nothing.
+  static_assert(sizeof...(Args) != sizeof...(Args),
+                "meld: CUDA kernels launch from files nvcc compiles (or the emulated device's)");
 #endif
 }
 
