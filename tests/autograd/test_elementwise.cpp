@@ -138,6 +138,17 @@ SYNC_BACKEND_TEST_CASE("a variable used twice gets the sum of its paths", "[auto
         return V(a * b + h);
       },
       test::random_inputs<B>({{3, 3}}, 61));
+  // A variable at a minority of the leaves (2 of 6) gets a loop per path, a leaf variable and an
+  // interior one (whose gradient is pending until its node runs).
+  test::require_gradcheck(
+      [](const auto& v) { return V(v[0] * v[1] + exp(v[2]) * sigmoid(v[3]) - v[4] * v[4]); },
+      test::random_inputs<B>({{2, 3}, {2, 3}, {2, 3}, {2, 3}, {2, 3}}, 62));
+  test::require_gradcheck(
+      [](const auto& v) {
+        V h = tanh(v[0]);
+        return V(v[1] * v[2] + exp(v[3]) * v[1] - h * h);
+      },
+      test::random_inputs<B>({{4}, {4}, {4}, {4}}, 63));
 }
 
 BACKEND_TEST_CASE("gradients accumulate across backward calls until zero_grad", "[autograd]") {

@@ -87,8 +87,8 @@ void require_close(const std::vector<tensor<float>>& got, const std::vector<tens
 
 }  // namespace
 
-BACKEND_TEST_CASE("a forward-only model has the gradients of the hand-written layers",
-                  "[autograd]") {
+SYNC_BACKEND_TEST_CASE("a forward-only model has the gradients of the hand-written layers",
+                       "[autograd]") {
   // A plain MLP both ways: autograd's and nn::sequential's, with the same parameters.
   using mlp = plain_mlp<B>;
   auto ref = nn::sequential(nn::linear<float, B>(6, 16), nn::relu<float, B>(),
@@ -113,8 +113,8 @@ BACKEND_TEST_CASE("a forward-only model has the gradients of the hand-written la
   }
 }
 
-BACKEND_TEST_CASE("a forward-only model trains with SGD and round-trips a checkpoint",
-                  "[autograd]") {
+SYNC_BACKEND_TEST_CASE("a forward-only model trains with SGD and round-trips a checkpoint",
+                       "[autograd]") {
   ag::module model(residual_mlp<B>(4, 12, 3, 20));
   meld::optim::sgd opt(model, {.lr = 0.1, .momentum = 0.9});
   const tensor<float, B> x = test::random_tensor<float, B>({32, 4}, 180, -1, 1);
