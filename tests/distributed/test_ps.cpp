@@ -34,6 +34,12 @@ int world_size() {
   return n;
 }
 
+// A file name of this run: CTest runs test_ps_np3 and test_ps_np4 at once in one folder, and one's
+// cleanup must not remove the other's checkpoint.
+std::string run_file(const std::string& stem) {
+  return stem + "_np" + std::to_string(world_size());
+}
+
 // The workers' own communicator (MPI_COMM_NULL on server-only ranks), for the tests' checks.
 struct workers_comm {
   MPI_Comm comm = MPI_COMM_NULL;
@@ -326,7 +332,7 @@ TEST_CASE("param_server: sync SGD equals data_parallel's allreduce training", "[
 }
 
 TEST_CASE("param_server: checkpoints keep shards and the rule's state", "[ps]") {
-  const std::string path = "test_ps_checkpoint";
+  const std::string path = run_file("test_ps_checkpoint");
   auto run = [&](int from, int to, const std::string& restore, bool save) {
     meld::ps_options o = options(2, true, "sync");
     o.restore = restore;
@@ -624,7 +630,7 @@ TEST_CASE("param_server: a key that worker 0 never initialized is named", "[ps]"
 }
 
 TEST_CASE("param_server: a truncated or corrupted server checkpoint is refused whole", "[ps]") {
-  const std::string path = "test_ps_corrupt";
+  const std::string path = run_file("test_ps_corrupt");
   {
     meld::param_server<double> ps(MPI_COMM_WORLD, options(2, true, "sync"), accumulate());
     workers_comm wc(true);
@@ -648,7 +654,7 @@ TEST_CASE("param_server: a truncated or corrupted server checkpoint is refused w
       for (int c; (c = std::fgetc(f)) != EOF;) bytes.push_back(static_cast<char>(c));
       std::fclose(f);
     }
-    const std::string copy = "test_ps_corrupt_copy";
+    const std::string copy = run_file("test_ps_corrupt_copy");
     auto restore = [&](const std::string& content) {
       std::FILE* f = std::fopen((copy + ".server0").c_str(), "wb");
       std::fwrite(content.data(), 1, content.size(), f);
