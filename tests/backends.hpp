@@ -78,15 +78,17 @@
   }
 #endif
 
-#define MELD_BACKEND_TEST_CASE(NAME, TAGS, FN) \
-  template <class B>                           \
-  static void FN();                            \
-  MELD_TEST_INSTANTIATE(NAME, TAGS, FN)        \
-  template <class B>                           \
-  static void FN()
+// A test function template FN<B> registered by INSTANTIATE (one of the lists of backends here).
+#define MELD_DEFINE_BACKEND_TEST_CASE(INSTANTIATE, NAME, TAGS, FN) \
+  template <class B>                                               \
+  [[maybe_unused]] static void FN();                               \
+  INSTANTIATE(NAME, TAGS, FN)                                      \
+  template <class B>                                               \
+  [[maybe_unused]] static void FN()
 
-#define BACKEND_TEST_CASE(NAME, TAGS) \
-  MELD_BACKEND_TEST_CASE(NAME, TAGS, MELD_TEST_CAT(meld_backend_test_, __COUNTER__))
+#define BACKEND_TEST_CASE(NAME, TAGS)                              \
+  MELD_DEFINE_BACKEND_TEST_CASE(MELD_TEST_INSTANTIATE, NAME, TAGS, \
+                                MELD_TEST_CAT(meld_backend_test_, __COUNTER__))
 
 // The same for the asynchronous backends only (streams, events, futures, overlap).
 #if defined(MELD_TEST_CUDA)
@@ -103,14 +105,9 @@
     FN<meld::sim<meld::async>>();                         \
   }
 #endif
-#define MELD_ASYNC_BACKEND_TEST_CASE(NAME, TAGS, FN) \
-  template <class B>                                 \
-  static void FN();                                  \
-  MELD_TEST_INSTANTIATE_ASYNC(NAME, TAGS, FN)        \
-  template <class B>                                 \
-  static void FN()
-#define ASYNC_BACKEND_TEST_CASE(NAME, TAGS) \
-  MELD_ASYNC_BACKEND_TEST_CASE(NAME, TAGS, MELD_TEST_CAT(meld_backend_test_, __COUNTER__))
+#define ASYNC_BACKEND_TEST_CASE(NAME, TAGS)                              \
+  MELD_DEFINE_BACKEND_TEST_CASE(MELD_TEST_INSTANTIATE_ASYNC, NAME, TAGS, \
+                                MELD_TEST_CAT(meld_backend_test_, __COUNTER__))
 
 // The same for the synchronous backends only: catalogs of values (e.g. one gradient check per
 // operation) whose asynchronous instantiations would run the same kernels through a queue, at
@@ -137,14 +134,9 @@
     FN<meld::sim<meld::sync>>();                   \
   }
 #endif
-#define MELD_SYNC_BACKEND_TEST_CASE(NAME, TAGS, FN) \
-  template <class B>                                \
-  [[maybe_unused]] static void FN();                \
-  MELD_TEST_INSTANTIATE_SYNC(NAME, TAGS, FN)        \
-  template <class B>                                \
-  [[maybe_unused]] static void FN()
-#define SYNC_BACKEND_TEST_CASE(NAME, TAGS) \
-  MELD_SYNC_BACKEND_TEST_CASE(NAME, TAGS, MELD_TEST_CAT(meld_backend_test_, __COUNTER__))
+#define SYNC_BACKEND_TEST_CASE(NAME, TAGS)                              \
+  MELD_DEFINE_BACKEND_TEST_CASE(MELD_TEST_INSTANTIATE_SYNC, NAME, TAGS, \
+                                MELD_TEST_CAT(meld_backend_test_, __COUNTER__))
 
 // A test of host-only behaviour in a generic suite's file: an ordinary test case, left out of the
 // CUDA build of the suite.

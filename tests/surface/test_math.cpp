@@ -27,7 +27,7 @@ auto elements(const X& x) {
   return std::vector<meld::value_t<decltype(h)>>(h.begin(), h.end());
 }
 
-bool have_numpy() {
+[[maybe_unused]] bool have_numpy() {
   static const bool yes = std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
   return yes;
 }
