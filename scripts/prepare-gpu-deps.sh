@@ -12,6 +12,8 @@ cp -r /usr/include/xsimd /usr/include/catch2 /usr/include/benchmark .deps/includ
 [ -d /usr/include/xtl ] && cp -r /usr/include/xtl .deps/include/ && cp -r /usr/share/cmake/xtl .deps/lib/cmake/
 cp -r /usr/$arch/cmake/xsimd /usr/$arch/cmake/benchmark .deps/$arch/cmake/
 cp -r /usr/lib/cmake/Catch2 .deps/lib/cmake/
+# Catch2's package file names its main library (Debian's Catch2 2.x) relative to lib/.
+cp -a /usr/lib/libCatch2*.a .deps/lib/ 2>/dev/null || true
 cp -a /usr/$arch/libbenchmark*.so* .deps/$arch/ 2>/dev/null || true
 cp -a /usr/$arch/libbenchmark*.a .deps/$arch/ 2>/dev/null || true
 cp /usr/include/zlib.h /usr/include/zconf.h .deps/include/ 2>/dev/null || true
