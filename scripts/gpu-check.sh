@@ -72,7 +72,7 @@ train() {  # train <name> <binary> <args...>: the last line of the run, into $ou
   local name=$1 bin=$2
   shift 2
   local t0=$SECONDS
-  if timeout 150 "$bin" --data "$data" --epochs 10 "$@" > "$out/train-$name.log" 2>&1; then
+  if timeout 120 "$bin" --data "$data" --epochs 10 "$@" > "$out/train-$name.log" 2>&1; then
     echo "$name: $(tail -1 "$out/train-$name.log") ($((SECONDS - t0)) s)" | tee -a "$out/training.txt"
   else
     echo "$name: FAILED ($(tail -1 "$out/train-$name.log"))" | tee -a "$out/training.txt"
