@@ -188,7 +188,9 @@ def table(path):
 
 def project(path=None):
     """Scaling efficiency T(1) / T(W) (per-worker batch fixed: weak scaling) on real links."""
-    t_cpu = {"mlp": 15.5e-6, "lenet": 520e-6}  # docs/scaling.md's measured values
+    # Per-sample compute times used without a raw file (docs/scaling.md's table measures 17.7 us
+    # and 495 us on its machine; a raw file's own measurements replace these).
+    t_cpu = {"mlp": 15.5e-6, "lenet": 520e-6}
     if path:
         compute, _, _ = read_raw(path)
         compute.pop("cores", None)

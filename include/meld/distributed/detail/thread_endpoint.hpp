@@ -168,7 +168,8 @@ class thread_endpoint {
   // worker_crew's threads spin between steps). A peer that enters a collective late is usually a
   // fraction of a millisecond behind (data_parallel's workers reach their gradient allreduce after
   // the same backward pass), and a rank that slept makes the peer that wakes it wait for its
-  // wake-up in the collective's first step (benchmarks/RESULTS.md, issue 14's sixth session).
+  // wake-up in the collective's first step (benchmarks/RESULTS.md, "Where the example's 2-worker
+  // MLP step goes").
   static constexpr auto spin_time = std::chrono::microseconds(1000);
 
   // Waits until rank `peer` has published progress >= target.
