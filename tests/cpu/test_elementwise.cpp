@@ -300,6 +300,15 @@ BACKEND_TEST_CASE("operands may be strided, reversed and broadcast views", "[ele
   check_elements(c, [&](const index_list& i) { return at(after, i) + at(hcol, i); });
 }
 
+namespace {
+// An expression over a local tensor, returned past the local's lifetime.
+template <class B>
+auto scaled_plus_one(const tensor<float, B>& a) {
+  tensor<float, B> local = a * 2.f;
+  return local + 1.f;
+}
+}  // namespace
+
 BACKEND_TEST_CASE("expressions are lazy and never dangle", "[elementwise]") {
   auto x = meld::arange<float, B>(5.f);
   auto e = x * 2.f + meld::arange<float, B>(5.f);  // owns the temporary it was given
@@ -308,6 +317,22 @@ BACKEND_TEST_CASE("expressions are lazy and never dangle", "[elementwise]") {
   REQUIRE(y(0) == 200.f);
   REQUIRE(y(4) == 12.f);
   STATIC_REQUIRE(std::is_same_v<meld::backend_t<decltype(e)>, B>);
+
+  // An expression keeps the elements of the tensors it names alive (under ASan, a read of the
+  // destroyed local would fail here).
+  const auto r = test::host(tensor<float, B>(scaled_plus_one(meld::arange<float, B>(5.f))));
+  for (int i = 0; i < 5; ++i) REQUIRE(r(i) == 2.f * float(i) + 1.f);
+  // A tensor moved away or reassigned to another shape: the expression reads the elements it
+  // was built over.
+  auto z = meld::arange<float, B>(3.f);
+  auto ez = z + 1.f;
+  tensor<float, B> moved = std::move(z);
+  z = meld::arange<float, B>(7.f);
+  moved.slice(range(2, 3)) = 10.f;
+  const auto w = test::host(tensor<float, B>(ez));
+  REQUIRE(w.shape() == shape_t{3});
+  REQUIRE(w(0) == 1.f);
+  REQUIRE(w(2) == 11.f);
 }
 
 BACKEND_TEST_CASE("shape errors name the operation and both shapes", "[elementwise]") {

@@ -30,31 +30,12 @@
 namespace meld::autograd {
 namespace detail {
 
-template <class E>
-inline constexpr bool is_tensor_ref = false;
-template <class T, class B>
-inline constexpr bool is_tensor_ref<tensor_ref<T, B>> = true;
-
-// Leaves of the tree a node keeps: variables (shared handles), and views in place of references
-// to lvalue tensors (which may not outlive the expression).
-struct stored_leaf {
-  template <class L>
-  auto operator()(const L& leaf) const {
-    if constexpr (is_tensor_ref<L>)
-      return leaf.view();
-    else
-      return leaf;
-  }
-};
-
 // Leaves of the tree that is evaluated: each variable's value, as a view.
 struct value_leaf {
   template <class L>
   auto operator()(const L& leaf) const {
     if constexpr (is_variable<L>)
       return leaf.value().view();
-    else if constexpr (is_tensor_ref<L>)
-      return leaf.view();
     else
       return leaf;
   }
@@ -313,8 +294,8 @@ state_ptr<T, B> record_fused(const E& e) {
         needs = needs || leaf.requires_grad();
     });
   if (needs) {
-    auto stored = transform_leaves(e, stored_leaf{});
-    s->grad_fn = std::make_shared<fused_node<T, B, decltype(stored)>>(std::move(stored));
+    // The node keeps the tree: variables are shared handles, tensors views of their storage.
+    s->grad_fn = std::make_shared<fused_node<T, B, E>>(e);
     s->requires_grad = true;
   }
   return s;

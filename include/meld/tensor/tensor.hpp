@@ -239,56 +239,23 @@ template <expression E>
 requires(!detail::is_tensor<std::remove_cvref_t<E>>) tensor(E&&)
 ->tensor<value_t<E>, backend_t<E>>;
 
-// An lvalue tensor in an expression is held by pointer: building the expression costs nothing,
-// and it reads the tensor's values at evaluation time.
-template <class T, class Backend>
-class tensor_ref : public expression_tag {
- public:
-  using value_type = T;
-  using element_type = const T;
-  using backend_type = Backend;
-
-  explicit tensor_ref(const tensor<T, Backend>& t) : t_(&t) {}
-  const shape_t& shape() const { return t_->shape(); }
-  const shape_t* uniform_shape() const { return &t_->shape(); }
-  const strides_t& strides() const { return t_->strides(); }
-  const T* data() const { return t_->data(); }
-  const T* raw_data() const { return t_->raw_data(); }
-  const auto& storage_ptr() const { return t_->storage_ptr(); }
-  bool is_contiguous() const { return true; }
-  const tensor<T, Backend>& get() const { return *t_; }
-  tensor_view<const T, Backend> view() const { return t_->view(); }
-
- private:
-  const tensor<T, Backend>* t_;
-};
-
+// A tensor in an expression is held as a view of its storage, so that an expression never
+// outlives the elements it reads: an lvalue tensor shares its storage with the view (it reads
+// the values at evaluation time; a tensor later reassigned to another shape gets new storage,
+// which the expression does not see), a temporary hands its storage over.
 template <class T, class B>
 struct operand_closure<tensor<T, B>&> {
-  using type = tensor_ref<T, B>;
-  static type make(const tensor<T, B>& t) { return type(t); }
+  using type = tensor_view<const T, B>;
+  static type make(const tensor<T, B>& t) { return t.view(); }
 };
 template <class T, class B>
 struct operand_closure<const tensor<T, B>&> : operand_closure<tensor<T, B>&> {};
-// A temporary tensor hands its storage to a view, so that the expression keeps it alive.
 template <class T, class B>
 struct operand_closure<tensor<T, B>> {
   using type = tensor_view<const T, B>;
   static type make(tensor<T, B>&& t) { return std::move(t).release(); }
 };
 template <class T, class B>
-struct operand_closure<const tensor<T, B>> {
-  using type = tensor_view<const T, B>;
-  static type make(const tensor<T, B>& t) { return t.view(); }
-};
-template <class T, class B>
-struct operand_closure<tensor_ref<T, B>> {
-  using type = tensor_ref<T, B>;
-  static type make(const tensor_ref<T, B>& r) { return r; }
-};
-template <class T, class B>
-struct operand_closure<tensor_ref<T, B>&> : operand_closure<tensor_ref<T, B>> {};
-template <class T, class B>
-struct operand_closure<const tensor_ref<T, B>&> : operand_closure<tensor_ref<T, B>> {};
+struct operand_closure<const tensor<T, B>> : operand_closure<tensor<T, B>&> {};
 
 }  // namespace meld

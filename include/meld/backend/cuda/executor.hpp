@@ -61,7 +61,7 @@ struct executor<cuda<Policy>> {
       if (detail::needs_temporary(out, leaves.leaves, leaves.count)) {
         tensor<T, cuda<Policy>> tmp(dst.shape(), uninitialized);
         assign(tmp, e);
-        assign(dst, tensor_ref<T, cuda<Policy>>(tmp));
+        assign(dst, tmp.view());
         return;
       }
     }
