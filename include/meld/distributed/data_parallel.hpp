@@ -63,23 +63,20 @@
 //     `auto l = ...` when logged).
 //
 // Here: the class; the buckets' packing and launching is in detail/bucket_engine.hpp, the threads
-// of threads mode in detail/worker_crew.hpp, the same-model check in detail/same_model.hpp.
+// of threads mode in detail/worker_crew.hpp, the same-model check in detail/same_model.hpp, a
+// replica's parameter list and the batch's shards in detail/replica_params.hpp.
 #pragma once
 
-#include <algorithm>
 #include <any>
 #include <array>
 #include <chrono>
-#include <cstdint>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -88,11 +85,11 @@
 #include "../nn/loss_value.hpp"
 #include "../nn/model.hpp"
 #include "../tensor/convert.hpp"
-#include "../tensor/slice.hpp"
 #include "buckets.hpp"
 #include "buffer.hpp"
 #include "communicator.hpp"
 #include "detail/bucket_engine.hpp"
+#include "detail/replica_params.hpp"
 #include "detail/same_model.hpp"
 #include "detail/worker_crew.hpp"
 #include "thread_comm.hpp"
@@ -143,7 +140,7 @@ class data_parallel {
     auto w = std::make_unique<worker>();
     w->model = &model;
     w->comm = &comm;
-    w->device = device_of(model);
+    w->device = detail::dist::device_of(model);
     workers_.push_back(std::move(w));
     setup();
   }
@@ -156,7 +153,7 @@ class data_parallel {
       auto w = std::make_unique<worker>();
       if (r == 0) {
         w->model = &model;
-        w->device = device_of(model);
+        w->device = detail::dist::device_of(model);
       } else {
         // Replica r on device r of the backend (modulo the count: several workers may share one).
         w->device = r % memory<backend_type>::device_count();
@@ -181,7 +178,7 @@ class data_parallel {
   /// shards) as an nn::loss_value, which stays on the model's backend until read.
   template <class Targets, class Loss>
   loss_type step(const tensor_type& inputs, const Targets& targets, const Loss& loss) {
-    const index_t n = check_batch(inputs, targets, "step");
+    const index_t n = detail::dist::check_batch(inputs, targets, "step");
     if (world_size() == 1 && n > 0 && inputs.device() == workers_[0]->device &&
         targets.device() == workers_[0]->device) {
       // One worker: its shard is the whole batch, used where it is (no copy).
@@ -195,8 +192,8 @@ class data_parallel {
     return step_gathered<Targets>(
         n,
         [&](index_t lo, index_t hi, tensor_type& x, Targets& t) {
-          take_rows(x, inputs, lo, hi);
-          take_rows(t, targets, lo, hi);
+          detail::dist::take_rows(x, inputs, lo, hi);
+          detail::dist::take_rows(t, targets, lo, hi);
         },
         loss);
   }
@@ -244,7 +241,7 @@ class data_parallel {
     if (threads_mode_)
       throw std::logic_error(
           "data_parallel::step_local: in threads mode step() takes the global batch and splits it");
-    const index_t n = check_batch(inputs, targets, "step_local");
+    const index_t n = detail::dist::check_batch(inputs, targets, "step_local");
     return run_step([&](worker& w, bool sync, bool fresh) {
       return worker_step(w, inputs, n ? &targets : nullptr, n, loss, sync, fresh);
     });
@@ -262,7 +259,7 @@ class data_parallel {
       guarded([&](worker& w) {
         const bool fresh = window_start_;
         if (fresh) begin_window(w);
-        refresh(w);
+        w.read(*w.model, sizes_);
         w.loss = loss_type();
         more = synchronize(w, 0, /*active=*/false, false, clock::now(), clock::now(), nullptr);
       });
@@ -336,17 +333,15 @@ class data_parallel {
 
  private:
   using clock = std::chrono::steady_clock;
-  using param_ref = detail::dist::param_ref<tensor_type>;
   using bucket_engine = detail::dist::bucket_engine<value_type, backend_type, Comm>;
 
-  struct worker {
+  // A worker: its replica (the parameters as detail::dist::replica_params reads them), its
+  // communicator and the state of its step.
+  struct worker : detail::dist::replica_params<tensor_type> {
     Model* model = nullptr;
     std::unique_ptr<Model> owned;
     Comm* comm = nullptr;
     int device = 0;  // of the backend: where this worker's replica and tensors live
-    std::vector<param_ref> params;
-    std::vector<tensor_type*> buffers;
-    std::vector<std::pair<const tensor_type*, int>> grad_index;  // sorted by address
     std::optional<bucket_engine> buckets;
     std::array<double, 3> counts{};  // window samples, step samples, active
     double window_samples = 0;
@@ -357,47 +352,11 @@ class data_parallel {
     step_timing timing;
   };
 
-  // The device a model's parameters live on (the current one if it has none).
-  static int device_of(Model& m) {
-    int device = memory<backend_type>::current_device();
-    bool first = true;
-    m.visit_parameters([&](std::string_view, tensor_type& p, tensor_type&) {
-      if (first && p.storage_ptr()) device = p.device();
-      first = false;
-    });
-    return device;
-  }
-
-  // dst = rows [lo, hi) of src, on the current device (device to device where src is on another
-  // one, never through the host).
-  template <class X>
-  static void take_rows(X& dst, const X& src, index_t lo, index_t hi) {
-    using B = typename X::backend_type;
-    const auto rows = src.slice(range(lo, hi));
-    if (src.device() == memory<B>::current_device()) {
-      dst = rows;
-      return;
-    }
-    if (!(dst.shape() == rows.shape()) || dst.device() != memory<B>::current_device())
-      dst = X(rows.shape(), uninitialized);
-    meld::copy(dst, rows);
-  }
-
   static double seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
   template <class Targets>
-  static index_t check_batch(const tensor_type& inputs, const Targets& targets, const char* what) {
-    if (inputs.rank() < 1 || targets.rank() < 1 || inputs.shape()[0] != targets.shape()[0])
-      throw shape_error(detail::cat("data_parallel::", what, ": inputs of shape ", inputs.shape(),
-                                    " and targets of shape ", targets.shape(),
-                                    " do not share a batch axis 0"));
-    return inputs.shape()[0];
-  }
-
-  template <class Targets>
   static Targets& targets_cache(worker& w) {
-    if (auto* t = std::any_cast<Targets>(&w.targets)) return *t;
-    w.targets.template emplace<Targets>();
+    if (!std::any_cast<Targets>(&w.targets)) w.targets.template emplace<Targets>();
     return *std::any_cast<Targets>(&w.targets);
   }
 
@@ -456,7 +415,7 @@ class data_parallel {
     const bool sync = !no_sync_;
     const bool fresh = window_start_;
     // Pointers to every replica's parameters, taken here so that workers can read rank 0's.
-    for (auto& w : workers_) refresh(*w);
+    for (auto& w : workers_) w->read(*w->model, sizes_);
     if (fresh && threads_mode_ && options_.broadcast_buffers) {
       // Buffers are copied before any worker runs forward (which updates rank 0's).
       guarded([&](worker& w) {
@@ -535,17 +494,7 @@ class data_parallel {
       w.loss_sums = tensor_type({2});
     else
       w.loss_sums = value_type(0);
-    w.loss.visit_sums([&](const tensor_type& sums) {
-      if (sums.device() == w.device)
-        w.loss_sums += sums;
-      else
-        w.loss_sums += meld::to<backend_type>(sums);  // device to device
-    });
-    if (const double h = w.loss.host_sum(); h != 0) {  // a loss computed on the host
-      tensor<value_type> host({2});
-      host(0) = static_cast<value_type>(h);
-      w.loss_sums += meld::to<backend_type>(host);
-    }
+    w.loss.add_sums_to(w.loss_sums);
   }
 
   // The collective part of a synchronized step: the counts (unless `known`), the loss, then the
@@ -575,16 +524,11 @@ class data_parallel {
     w.buckets->start();
     if (run_backward) {
       if constexpr (nn::reports_ready_gradients<Model>) {
-        struct context {
-          data_parallel* dp;
-          worker* w;
-        } ctx{this, &w};
         nn::gradient_ready_hook<value_type, backend_type> hook;
-        hook.context = &ctx;
+        hook.context = &w;
         hook.notify = [](void* p, tensor_type& g) {
-          auto* cx = static_cast<context*>(p);
-          cx->w->buckets->mark_ready(*cx->w->comm, cx->w->params, cx->dp->index_of(*cx->w, g),
-                                     /*during_backward=*/true);
+          worker& wk = *static_cast<worker*>(p);
+          wk.buckets->mark_ready(*wk.comm, wk.params, wk.index_of(g), /*during_backward=*/true);
         };
         w.model->backward(w.grad_out, hook);
       } else {
@@ -609,39 +553,6 @@ class data_parallel {
     return w.counts[2] > 0;
   }
 
-  int index_of(const worker& w, const tensor_type& g) const {
-    auto it = std::lower_bound(w.grad_index.begin(), w.grad_index.end(),
-                               std::pair<const tensor_type*, int>(&g, -1));
-    if (it == w.grad_index.end() || it->first != &g)
-      throw std::logic_error(
-          "data_parallel: the model's backward reported a gradient that visit_parameters does "
-          "not hand out");
-    return it->second;
-  }
-
-  // Re-reads the model's parameter list (the tensors may have been replaced) and checks that it
-  // still matches the layout.
-  void refresh(worker& w) {
-    w.params.clear();
-    w.grad_index.clear();
-    w.model->visit_parameters([&](std::string_view name, tensor_type& p, tensor_type& g) {
-      const std::size_t i = w.params.size();
-      if (i >= sizes_.size() || p.size() != sizes_[i] || g.size() != p.size())
-        throw std::logic_error(detail::cat("data_parallel: parameter ", i, " ('", name,
-                                           "') changed since construction: it has ", p.size(),
-                                           " elements and a gradient of ", g.size(), ", expected ",
-                                           i < sizes_.size() ? sizes_[i] : index_t(-1)));
-      w.params.push_back({&p, &g});
-      w.grad_index.emplace_back(&g, static_cast<int>(i));
-    });
-    if (w.params.size() != sizes_.size())
-      throw std::logic_error(detail::cat("data_parallel: the model now has ", w.params.size(),
-                                         " parameters, ", sizes_.size(), " at construction"));
-    std::sort(w.grad_index.begin(), w.grad_index.end());
-    w.buffers.clear();
-    w.model->visit_buffers([&](std::string_view, tensor_type& b) { w.buffers.push_back(&b); });
-  }
-
   // ---- construction -----------------------------------------------------------------------------
 
   void setup() {
@@ -651,7 +562,7 @@ class data_parallel {
     plan_ = detail::dist::bucket_plan(sizes_, sizeof(value_type), options_.bucket_bytes);
     guarded([&](worker& w) {
       detail::dist::check_same_model(*w.comm, *w.model, options_.bucket_bytes);
-      refresh(w);
+      w.read(*w.model, sizes_);
       w.buckets.emplace(plan_, /*tail: the loss sums=*/2);
       // Rank 0's parameters (through the buckets) and buffers go to every rank.
       w.buckets->broadcast_parameters(*w.comm, w.params);

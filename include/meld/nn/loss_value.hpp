@@ -103,14 +103,21 @@ class loss_value {
     return *this;
   }
 
-  /// Calls f(sums) for each device term (sums: {2} on B, {loss sum, targets out of range}): what
-  /// data_parallel adds up and reduces across ranks.
-  template <class F>
-  void visit_sums(F&& f) const {
-    for (const term& t : terms_) f(t.sums);
+  /// Adds every sum, the host's part too, into `out` ({2} on B: {loss sum, targets out of
+  /// range}) on out's device: terms on other devices are copied device to device.
+  void add_sums_to(tensor_type& out) const {
+    for (const term& t : terms_) {
+      if (t.sums.device() == out.device())
+        out += t.sums;
+      else
+        out += meld::to<B>(t.sums);
+    }
+    if (host_sum_ != 0) {
+      tensor<T, cpu<>> host({2});
+      host(0) = static_cast<T>(host_sum_);
+      out += meld::to<B>(host);
+    }
   }
-  /// The part of the loss sum that is known on the host (losses that return a number).
-  double host_sum() const { return host_sum_; }
   /// The class count of the terms' targets (0 if none), for the out-of-range message.
   index_t classes() const {
     index_t c = 0;

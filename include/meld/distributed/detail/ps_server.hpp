@@ -2,32 +2,28 @@
 // the workers. Pushes are aggregated per round (the sum of the workers' pushes of that round),
 // and a round is applied, with the update rule, once all workers have pushed it (sync, stale) or
 // each push at once (async); pulls that may not see the value yet wait in a list, answered when
-// their round is applied, or with an error naming the workers that did not push in time.
+// their round is applied, or with an error naming the workers that did not push in time. What a
+// shard holds, and the checkpoint file of a server's shards: ps_shards.hpp.
 #pragma once
 
 #include <mpi.h>
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <deque>
-#include <filesystem>
 #include <list>
 #include <map>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <vector>
 
-#include "../../io/checkpoint_file.hpp"
 #include "../ps_rules.hpp"
 #include "ps_protocol.hpp"
+#include "ps_shards.hpp"
 
 namespace meld::detail::ps {
-
-namespace ckpt = ::meld::detail::ckpt;
 
 // The text of the exception being handled, whatever its type.
 inline std::string current_exception_text() {
@@ -87,29 +83,8 @@ class server {
   void stop() { stop_.store(true); }
 
  private:
-  struct round_sum {
-    std::vector<T> sum;
-    std::vector<std::uint8_t> touched;  // per row of the shard
-    int count = 0;
-  };
-  struct waiting_pull {
-    message request;  // kept: the sparse form carries its rows
-    clock::time_point since;
-  };
-  struct shard {
-    layout where;
-    bool ready = false;  // worker 0's init has arrived (or a checkpoint was restored)
-    index_t row_begin = 0, rows = 0;
-    std::vector<T> value, state;
-    std::uint64_t applied = 0;          // rounds applied (sync, stale) or pushes (async)
-    std::uint64_t steps = 0;            // updates applied, across restarts (the rule's step)
-    std::vector<std::uint64_t> pushed;  // per worker: the last round received
-    std::map<std::uint64_t, round_sum> open;
-    std::list<waiting_pull> waiting;
-    std::vector<message> deferred;  // arrived before the key's init
-    clock::time_point first_deferred;
-    index_t elements() const { return rows * where.cols; }
-  };
+  using round_sum = ps::round_sum<T>;
+  using shard = ps::shard<T>;
   struct worker_state {
     std::string refused;  // why its last refused request was refused
     bool done = false;
@@ -588,114 +563,12 @@ class server {
     }
   }
 
-  // One file per server, in meld's checkpoint format (io/checkpoint_file.hpp: atomic, synced,
-  // checksummed, little-endian): an int64 entry "server" {servers, index, state slots}, and per
-  // key k entries "k.layout" (int64 {rows, cols, home, row_begin, rows here, updates}),
-  // "k.value" and "k.state" (the rule's state arrays, one after the other).
   void save(const std::string& path) const {
-    std::vector<ckpt::record> records;
-    const std::int64_t server[3] = {cfg_.servers, cfg_.index, rule_.state_slots};
-    records.push_back({ckpt::kind::shard, "server", element_code<std::int64_t>(), {3}, server, 3});
-    std::vector<std::array<std::int64_t, 6>> layouts;
-    layouts.reserve(shards_.size());
-    for (const auto& [key, s] : shards_) {
-      if (!s.ready) continue;
-      layouts.push_back({s.where.rows, s.where.cols, s.where.home, s.row_begin, s.rows,
-                         static_cast<std::int64_t>(s.steps)});
-      const std::string k = std::to_string(key);
-      records.push_back({ckpt::kind::shard,
-                         k + ".layout",
-                         element_code<std::int64_t>(),
-                         {6},
-                         layouts.back().data(),
-                         6});
-      records.push_back({ckpt::kind::shard,
-                         k + ".value",
-                         element_code<T>(),
-                         {static_cast<index_t>(s.value.size())},
-                         s.value.data(),
-                         s.value.size()});
-      records.push_back({ckpt::kind::shard,
-                         k + ".state",
-                         element_code<T>(),
-                         {static_cast<index_t>(s.state.size())},
-                         s.state.data(),
-                         s.state.size()});
-    }
-    ckpt::write_file(path, ckpt::encode(element_code<T>(), records));
+    save_shards(path, shards_, {cfg_.servers, cfg_.index, cfg_.workers, rule_.state_slots});
   }
-
-  // Restores every key of the file, or nothing: the file is checked whole (checksum, sizes, and
-  // each key's entries against its layout) before any shard is made.
   void load(const std::string& prefix) {
-    const std::string path = cat(prefix, ".server", cfg_.index);
-    auto bad = [&](const std::string& what) {
-      return checkpoint_error(cat(name(), ": the checkpoint '", path, "' ", what));
-    };
-    if (!std::filesystem::exists(path))
-      throw checkpoint_error(
-          cat(name(), ": cannot read the checkpoint '", path, "': no such file"));
-    const ckpt::checked_file f = [&] {
-      try {
-        return ckpt::decode(path);
-      } catch (const checkpoint_error& e) {
-        throw checkpoint_error(cat(name(), ": ", e.what()));
-      }
-    }();
-    if (f.type != element_code<T>())
-      throw bad(cat("holds ", element_code_name(f.type), " values, the server keeps ",
-                    element_code_name(element_code<T>())));
-    auto ints = [&](const std::string& name, std::size_t n) {
-      const ckpt::entry* e = f.find(ckpt::kind::shard, name);
-      if (!e || e->type != element_code<std::int64_t>() ||
-          e->shape != shape_t{static_cast<index_t>(n)})
-        throw bad(
-            cat("has no entry '", name, "' of ", n, " int64 values (not a server checkpoint?)"));
-      std::vector<std::int64_t> v(n);
-      f.copy(*e, v.data());
-      return v;
-    };
-    const auto head = ints("server", 3);
-    if (head[0] != cfg_.servers || head[1] != cfg_.index || head[2] != rule_.state_slots)
-      throw bad(cat("is for server ", head[1], " of ", head[0], " with ", head[2],
-                    " state slots, not server ", cfg_.index, " of ", cfg_.servers, " with ",
-                    rule_.state_slots));
-    std::map<int, shard> restored;
-    for (const ckpt::entry& e : f.entries) {
-      const auto dot = e.name.find(".layout");
-      if (e.k != ckpt::kind::shard || dot == std::string::npos || dot + 7 != e.name.size())
-        continue;
-      const std::string k = e.name.substr(0, dot);
-      int key = -1;
-      if (k.empty() || k.size() > 9 || k.find_first_not_of("0123456789") != std::string::npos ||
-          (key = std::stoi(k)) < 0)
-        throw bad(cat("has an entry '", e.name, "' of no key"));
-      const auto l = ints(e.name, 6);
-      const layout where{l[0], l[1], cfg_.servers, static_cast<int>(l[2])};
-      if (l[0] < 1 || l[1] < 1 || l[0] > (std::int64_t(1) << 48) / l[1] || l[2] < -1 ||
-          l[2] >= cfg_.servers || l[3] != where.begin(cfg_.index) ||
-          l[4] != where.end(cfg_.index) - l[3] || l[5] < 0)
-        throw bad(cat("has key ", key, " with an impossible layout"));
-      shard& s = restored[key];
-      s.where = where;
-      s.row_begin = l[3];
-      s.rows = l[4];
-      s.steps = static_cast<std::uint64_t>(l[5]);
-      const auto n = static_cast<std::size_t>(s.elements());
-      const auto slots = static_cast<std::size_t>(rule_.state_slots);
-      for (auto [what, into, count] :
-           {std::tuple{".value", &s.value, n}, std::tuple{".state", &s.state, n * slots}}) {
-        const ckpt::entry* d = f.find(ckpt::kind::shard, k + what);
-        if (!d || d->type != element_code<T>() || d->shape != shape_t{static_cast<index_t>(count)})
-          throw bad(cat("has no entry '", k, what, "' of ", count, " ",
-                        element_code_name(element_code<T>()), " values for key ", key));
-        into->resize(count);
-        f.copy(*d, into->data());
-      }
-      s.pushed.assign(static_cast<std::size_t>(cfg_.workers), 0);
-      s.ready = true;
-    }
-    shards_ = std::move(restored);
+    shards_ = load_shards<T>(cat(prefix, ".server", cfg_.index),
+                             {cfg_.servers, cfg_.index, cfg_.workers, rule_.state_slots}, name());
   }
 
   config cfg_;

@@ -1,0 +1,20 @@
+# Fails naming every header of include/ longer than LIMIT lines: a header that grows past it
+# holds more than one concept (split it where the concepts part). Run by CTest (header_size):
+#   cmake -DINCLUDE_DIR=<repo>/include -DLIMIT=600 -P header_size.cmake
+cmake_minimum_required(VERSION 3.20)
+file(GLOB_RECURSE headers RELATIVE ${INCLUDE_DIR} ${INCLUDE_DIR}/*.hpp)
+set(over)
+foreach(h ${headers})
+  file(READ ${INCLUDE_DIR}/${h} text)
+  string(REGEX MATCHALL "\n" newlines "${text}")
+  list(LENGTH newlines n)
+  if(n GREATER LIMIT)
+    list(APPEND over "${h} (${n} lines)")
+  endif()
+endforeach()
+list(LENGTH headers count)
+if(over)
+  list(JOIN over ", " text)
+  message(FATAL_ERROR "headers over ${LIMIT} lines: ${text}")
+endif()
+message(STATUS "${count} headers, none over ${LIMIT} lines")
