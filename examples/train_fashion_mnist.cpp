@@ -5,7 +5,7 @@
 //   train_fashion_mnist [--model mlp|lenet] [--epochs N] [--batch N] [--lr X] [--seed N]
 //                       [--threads N] [--optimizer sgd|adam] [--log FILE] [--data DIR]
 //                       [--limit N] [--workers K] [--no-prefetch]
-//                       [--save PATH [--save-every N]] [--resume PATH]
+//                       [--save PATH [--save-every N]] [--resume PATH] [--verbose]
 // (every flag also as --flag=value; --help prints this on stdout)
 //   mpirun -np K train_fashion_mnist --backend mpi [...]
 //   mpirun -np S+W train_fashion_mnist --backend mpi --ps-servers S --ps-mode sync|async|stale:N
@@ -41,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -123,6 +124,7 @@ struct options {
   int save_every = 1;
   int ps_servers = 0;  // 0: data_parallel; else meld::param_server with this many servers
   std::string ps_mode = "sync";
+  bool verbose = false;  // print meld's configuration first
 };
 
 // The usage text: on stdout with exit 0 for --help, on stderr with exit 2 after a problem.
@@ -135,7 +137,7 @@ struct options {
       "                           [--log FILE.csv] [--data DIR] [--limit N]\n"
       "                           [--workers K] [--backend threads|mpi|nccl] [--no-prefetch]\n"
       "                           [--save PATH [--save-every N]] [--resume PATH]\n"
-      "                           [--ps-servers S [--ps-mode sync|async|stale:N]]\n"
+      "                           [--ps-servers S [--ps-mode sync|async|stale:N]] [--verbose]\n"
       "  (--flag value or --flag=value)\n"
       "  built for the %s backend (%s); other builds: train_fashion_mnist (cpu),\n"
       "  train_fashion_mnist_sim (the simulated device), train_fashion_mnist_cuda (a GPU)\n"
@@ -168,7 +170,9 @@ struct options {
       "               0 .. S-1 serve (SGD with momentum 0.9 at a constant --lr on the\n"
       "               servers), the others work (mpirun -np S+W)\n"
       "  --ps-mode    sync (the update of data_parallel), async (each push applied as it\n"
-      "               arrives) or stale:N (a worker runs at most N rounds ahead)\n",
+      "               arrives) or stale:N (a worker runs at most N rounds ahead)\n"
+      "  --verbose    first print meld's configuration (meld::print_configuration:\n"
+      "               version, compiler, instruction sets, threads, backends)\n",
       backend_name, policy_name, fashion_mnist::default_directory);
   std::exit(problem.empty() ? 0 : 2);
 }
@@ -192,6 +196,10 @@ options parse(int argc, char** argv) {
     if (flag == "-h" || flag == "--help") usage("");
     if (flag == "--no-prefetch") {
       o.prefetch = false;
+      continue;
+    }
+    if (flag == "--verbose") {
+      o.verbose = true;
       continue;
     }
     // --flag=value, or --flag value.
@@ -778,6 +786,10 @@ int main(int argc, char** argv) {
       meld::set_num_threads(o.threads);
     else if (workers > 1 && !std::getenv("MELD_NUM_THREADS"))
       meld::set_num_threads(std::max(1, meld::num_threads() / workers));
+    if (o.verbose && rank == 0) {  // after the thread count is settled, which it reports
+      meld::print_configuration(std::cout);
+      std::cout.flush();
+    }
     const auto t0 = std::chrono::steady_clock::now();
     fashion_mnist::dataset train_set =
         fashion_mnist::load(o.data, fashion_mnist::split::train, o.limit);

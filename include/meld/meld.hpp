@@ -4,6 +4,7 @@
 
 #include "core.hpp"  // tensors, expressions, the synchronous CPU backend
 
+#include "backend/configuration.hpp"  // build_info, print_configuration
 #include "backend/cpu/async.hpp"
 #include "backend/cpu/stream.hpp"
 #include "backend/device.hpp"
