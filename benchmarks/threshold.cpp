@@ -1,5 +1,5 @@
 // Where threads start to pay: the work below which an assignment should stay on the calling thread
-// (meld's parallel_work_threshold, in include/meld/backend/cpu/executor.hpp).
+// (meld's parallel_work_threshold, in include/meld/backend/cpu/chunks.hpp).
 //
 // For three expressions of different cost and sizes n = 2^9 .. 2^21, it times
 //   threshold/<expr>/serial   the assignment on the calling thread (a pool of one thread), and

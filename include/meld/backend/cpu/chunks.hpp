@@ -18,8 +18,9 @@
 namespace meld::detail::cpu_eval {
 
 // Work (elements x operation cost) below which an evaluation stays on the calling thread.
-// Measured with benchmarks/bench_threshold.cpp on the 2-core development machine: waking the pool
-// costs 2-4 us, in which one core does ~40k simple element operations in cache.
+// Measured with benchmarks/threshold.cpp (target meld_bench_threshold) on a 2-vCPU
+// VM: waking the pool costs 2-4 us, in which one core does ~40k simple element operations in
+// cache.
 inline constexpr index_t parallel_work_threshold = index_t(1) << 16;
 
 MELD_INLINE index_t chunk_count(index_t elements, int cost) {
