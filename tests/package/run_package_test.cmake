@@ -3,7 +3,10 @@
 #     and mpi where this build enables MPI), built and run, header-only and on meld::runtime;
 #  2. a component this installation lacks (cuda) and an unknown one must fail REQUIRED with a
 #     message naming them;
-#  3. the consumer compiled without CMake, with `pkg-config --cflags --libs meld`, and run.
+#  3. the consumer compiled without CMake, with `pkg-config --cflags --libs meld`, and run;
+#  4. an install right after configuring, with no build (a header-only library's install): the
+#     header-only consumer builds and runs from it, and asking for the runtime component fails
+#     with a message saying to build first.
 # Invoked by CTest with -DMELD_SOURCE=... -DWORK=... -DGENERATOR=... -DCXX=... -DMPI=ON|OFF
 # -DPKG_CONFIG=...
 include(${CMAKE_CURRENT_LIST_DIR}/package_test_helpers.cmake)
@@ -66,3 +69,21 @@ separate_arguments(libs UNIX_COMMAND "${libs}")
 run(${CXX} -std=c++20 -O1 ${cflags} ${MELD_SOURCE}/tests/package/consumer/main.cpp
     -o ${WORK}/pkgconfig-consumer ${libs})
 run(${WORK}/pkgconfig-consumer)
+
+# 4. Installing needs no build.
+set(bare ${WORK}/bare-prefix)
+run(${CMAKE_COMMAND} -S "${MELD_SOURCE}" -B "${WORK}/bare-build" -G "${GENERATOR}"
+    -DCMAKE_CXX_COMPILER=${CXX} -DMELD_BUILD_TESTS=OFF -DMELD_BUILD_EXAMPLES=OFF
+    -DMELD_BUILD_BENCHMARKS=OFF -DMELD_ENABLE_MPI=OFF -DCMAKE_INSTALL_PREFIX=${bare})
+run(${CMAKE_COMMAND} --install "${WORK}/bare-build")
+if(EXISTS ${bare}/lib/libmeld_runtime.a OR NOT EXISTS ${bare}/include/meld/meld.hpp)
+  message(FATAL_ERROR "the build-less install should hold the headers and no runtime library")
+endif()
+run(${CMAKE_COMMAND} -S "${MELD_SOURCE}/tests/package/consumer" -B "${WORK}/bare-consumer"
+    -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${bare}
+    -DCMAKE_BUILD_TYPE=Release)
+run(${CMAKE_COMMAND} --build "${WORK}/bare-consumer")
+run("${WORK}/bare-consumer/consumer")
+expect_failure("runtime \\(lib/libmeld_runtime.a is not installed: build meld \\(cmake --build\\) before installing it\\)"
+  ${CMAKE_COMMAND} -S "${MELD_SOURCE}/tests/package/consumer" -B "${WORK}/bare-missing"
+  -G "${GENERATOR}" -DCMAKE_PREFIX_PATH=${bare} "-DMELD_COMPONENTS=runtime")
