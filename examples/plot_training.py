@@ -52,9 +52,11 @@ def main():
         if "test_loss" in log:
             loss_ax.plot(log["epoch"], log["test_loss"], linestyle="--",
                          color=train_line.get_color(), label=f"{name} test")
-        line, = acc_ax.plot(log["epoch"], log["test_acc"], marker="o", label=f"{name} test")
-        acc_ax.plot(log["epoch"], log["train_acc"], linestyle="--", color=line.get_color(),
+        # The same convention on both panels: solid train, dashed test, one colour per run.
+        acc_ax.plot(log["epoch"], log["train_acc"], marker="o", color=train_line.get_color(),
                     label=f"{name} train")
+        acc_ax.plot(log["epoch"], log["test_acc"], linestyle="--", color=train_line.get_color(),
+                    label=f"{name} test")
     loss_ax.set(xlabel="epoch", ylabel="loss", title="Loss")
     acc_ax.set(xlabel="epoch", ylabel="accuracy", title="Accuracy")
     from matplotlib.ticker import MaxNLocator
