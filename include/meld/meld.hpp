@@ -15,6 +15,7 @@
 #include "nn/model.hpp"
 
 #include "tensor/npy.hpp"    // save_npy, load_npy (<filesystem>, <fstream>)
+#include "tensor/npz.hpp"    // save_npz, load_npz, npz_writer, npz_archive
 #include "tensor/print.hpp"  // operator<< and to_string (<ostream>, <string>)
 
 // The CUDA backend: in files compiled by nvcc (or against the emulated device of the tests), when

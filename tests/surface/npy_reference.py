@@ -6,6 +6,11 @@
                                "NAME DTYPE" in DIR/manifest.txt
   npy_reference.py check DIR   loads every meld_*.npy in DIR with numpy.load and compares it, bit
                                for bit, with the NAME.raw and NAME.shape that meld wrote beside it
+  npy_reference.py npz-write DIR  writes DIR/numpy.npz (numpy.savez) and DIR/compressed.npz
+                               (numpy.savez_compressed) of float32, float64, int32 and int64 arrays,
+                               each with NAME.raw / NAME.shape / NAME.dtype as for check
+  npy_reference.py npz-check DIR  loads DIR/meld.npz with numpy.load and compares each array with
+                               the NAME.raw, NAME.shape and NAME.dtype meld wrote beside it
 """
 import os
 import sys
@@ -77,5 +82,47 @@ def check(d):
     return 0
 
 
+def describe(d, name, a):
+    open(os.path.join(d, name + ".raw"), "wb").write(
+        np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes())
+    open(os.path.join(d, name + ".shape"), "w").write(" ".join(str(n) for n in a.shape))
+    open(os.path.join(d, name + ".dtype"), "w").write(str(a.dtype))
+
+
+def npz_write(d):
+    rng = np.random.default_rng(35)
+    arrays = {
+        "weights": rng.standard_normal((3, 4)).astype(np.float32),
+        "bias": rng.standard_normal(5),
+        "counts": rng.integers(-2**31, 2**31 - 1, size=(2, 3), dtype=np.int32),
+        "index": np.asfortranarray(rng.integers(-2**62, 2**62, size=(2, 3, 2), dtype=np.int64)),
+        "scalar": np.float64(2.5).reshape(()),
+    }
+    for name, a in arrays.items():
+        describe(d, name, a)
+    np.savez(os.path.join(d, "numpy.npz"), **arrays)
+    np.savez_compressed(os.path.join(d, "compressed.npz"), **arrays)
+    return 0
+
+
+def npz_check(d):
+    with np.load(os.path.join(d, "meld.npz")) as z:
+        for name in z.files:
+            a = z[name]
+            dtype = open(os.path.join(d, name + ".dtype")).read().split()[0]
+            shape = tuple(int(n) for n in open(os.path.join(d, name + ".shape")).read().split())
+            raw = open(os.path.join(d, name + ".raw"), "rb").read()
+            if str(a.dtype) != dtype or a.shape != shape:
+                print("%s: numpy reads %s %s, meld wrote %s %s" % (name, a.dtype, a.shape, dtype,
+                                                                   shape))
+                return 1
+            if a.astype(a.dtype.newbyteorder("<")).tobytes() != raw:
+                print("%s: the elements differ" % name)
+                return 1
+        print("numpy read %d arrays: %s" % (len(z.files), " ".join(z.files)))
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(write(sys.argv[2]) if sys.argv[1] == "write" else check(sys.argv[2]))
+    modes = {"write": write, "check": check, "npz-write": npz_write, "npz-check": npz_check}
+    sys.exit(modes[sys.argv[1]](sys.argv[2]))

@@ -1,6 +1,7 @@
-// .npy files: round trips through meld on every backend, files written by numpy read by meld and
-// files written by meld read by numpy (tests/surface/npy_reference.py, skipped with a warning
-// where /usr/bin/python3 has no numpy), and malformed files refused with the byte offset named.
+// .npy files and .npz archives: round trips through meld on every backend, files written by numpy
+// read by meld and files written by meld read by numpy (tests/surface/npy_reference.py, skipped
+// with a warning where /usr/bin/python3 has no numpy), and malformed files refused with the byte
+// offset named.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -256,4 +257,116 @@ HOST_TEST_CASE("load_npy refuses malformed files, naming the byte", "[surface]")
           "with meld::cast if need be)");
   REQUIRE(npy_error_of([] { (void)meld::load_npy<float>("/nonexistent/x.npy"); }) ==
           "load_npy: cannot open /nonexistent/x.npy");
+}
+
+// ---- .npz archives --------------------------------------------------------------------------
+
+BACKEND_TEST_CASE("save_npz then load_npz gives the same arrays, by name", "[surface]") {
+  temp_dir dir(std::string("npz_") + B::name + (test::is_async<B> ? "_async" : "_sync"));
+  const auto w = test::random_tensor<float>({3, 4}, 41, -100, 100);
+  const auto n = test::random_tensor<std::int64_t>({5}, 42, -9e18, 9e18);
+  const fs::path file = dir.path / "m.npz";
+  meld::save_npz(file, "weights", test::on<B>(w), "steps", test::on<B>(n), "scalar",
+                 tensor<double>(shape_t{}));
+  const meld::npz_archive a = meld::load_npz(file);
+  REQUIRE(a.names() == std::vector<std::string>{"weights", "steps", "scalar"});
+  REQUIRE(a.contains("steps"));
+  REQUIRE_FALSE(a.contains("bias"));
+  const tensor<float> w2 = test::host(a.get<float, B>("weights"));
+  REQUIRE(element_bytes(w2) == element_bytes(w));
+  REQUIRE(element_bytes(test::host(a.get<std::int64_t, B>("steps"))) == element_bytes(n));
+  REQUIRE(a.get<double>("scalar").shape() == shape_t{});
+  REQUIRE(npy_error_of([&] { (void)a.get<float>("bias"); }) ==
+          file.string() + ": no array 'bias' (it holds 'weights', 'steps', 'scalar')");
+  REQUIRE(npy_error_of([&] {
+            (void)a.get<double>("weights");
+          }).find(", member weights.npy: holds float32") != std::string::npos);
+}
+
+HOST_TEST_CASE("load_npz reads numpy.savez, numpy.load reads save_npz", "[surface]") {
+  if (!have_numpy()) {
+    WARN("/usr/bin/python3 has no numpy: the numpy half of the .npz tests is skipped");
+    return;
+  }
+  temp_dir dir("npz_numpy");
+  REQUIRE(run_reference("npz-write", dir.path) == 0);
+  const meld::npz_archive a = meld::load_npz(dir.path / "numpy.npz");
+  REQUIRE(a.names() == std::vector<std::string>{"weights", "bias", "counts", "index", "scalar"});
+  auto expect = [&](const auto& t, const std::string& name) {
+    INFO(name);
+    std::ifstream shape_file(dir.path / (name + ".shape"));
+    shape_t shape;
+    for (long e; shape_file >> e;) shape.push_back(e);
+    REQUIRE(t.shape() == shape);
+    REQUIRE(element_bytes(t) == read_bytes(dir.path / (name + ".raw")));
+  };
+  expect(a.get<float>("weights"), "weights");
+  expect(a.get<double>("bias"), "bias");
+  expect(a.get<std::int32_t>("counts"), "counts");
+  expect(a.get<std::int64_t>("index"), "index");  // Fortran order in the archive
+  expect(a.get<double>("scalar"), "scalar");
+  // numpy.savez_compressed: refused, saying why.
+  const std::string compressed =
+      npy_error_of([&] { (void)meld::load_npz(dir.path / "compressed.npz"); });
+  INFO(compressed);
+  REQUIRE(compressed.find("member 'weights.npy' is compressed (zip method 8, as "
+                          "numpy.savez_compressed writes); meld reads stored members") !=
+          std::string::npos);
+
+  // The other way: meld's archive, read by numpy.
+  meld::npz_writer w;
+  auto add = [&](const std::string& name, const auto& t) {
+    w.add(name, t);
+    const auto bytes = element_bytes(t);
+    std::ofstream(dir.path / (name + ".raw"), std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
+    std::ofstream shape(dir.path / (name + ".shape"));
+    for (auto e : t.shape()) shape << e << ' ';
+    std::ofstream(dir.path / (name + ".dtype")) << meld::type_name<meld::value_t<decltype(t)>>();
+  };
+  add("m_f4", test::random_tensor<float>({4, 5}, 43, -1e4, 1e4));
+  add("m_f8", test::random_tensor<double>({2, 3, 4}, 44, -1e300, 1e300));
+  add("m_i4", test::random_tensor<std::int32_t>({9}, 45, -2e9, 2e9));
+  add("m_empty", tensor<std::int64_t>({2, 0, 3}));
+  w.save(dir.path / "meld.npz");
+  REQUIRE(run_reference("npz-check", dir.path) == 0);
+}
+
+HOST_TEST_CASE("load_npz refuses malformed archives, naming the byte", "[surface]") {
+  meld::npz_writer w;
+  w.add("a", tensor<float>{{1, 2}, {3, 4}});
+  w.add("b", meld::from_range<std::int32_t>({7, 8, 9}));
+  const std::vector<unsigned char> good = w.bytes();
+  REQUIRE(meld::npz_archive(good).get<std::int32_t>("b")(2) == 9);
+  auto error = [](const std::vector<unsigned char>& bytes) {
+    return npy_error_of([&] { meld::npz_archive(bytes, "x.npz"); });
+  };
+  // Every truncation and every flipped byte is an error naming a byte (a flipped byte inside a
+  // member's data fails its CRC-32; one in a header, a signature, size or offset check).
+  for (std::size_t n = 0; n < good.size(); ++n) {
+    const std::string e = error({good.begin(), good.begin() + static_cast<long>(n)});
+    INFO("truncated to " << n << " bytes: " << e);
+    REQUIRE(e.rfind("x.npz: byte ", 0) == 0);
+  }
+  int refused = 0;
+  for (std::size_t i = 0; i < good.size(); ++i) {
+    auto bad = good;
+    bad[i] ^= 0x5a;
+    const std::string e = error(bad);
+    if (e.empty()) continue;  // a field the reader does not use (time, version, attributes)
+    INFO("byte " << i << " flipped: " << e);
+    REQUIRE(e.rfind("x.npz: byte ", 0) == 0);
+    ++refused;
+  }
+  REQUIRE(refused > static_cast<int>(good.size()) * 3 / 4);
+  auto corrupt = good;
+  corrupt[30 + 5 + 128] ^= 1;  // member a's first element, after its local header and npy header
+  REQUIRE(error(corrupt).find("member 'a.npy' fails its CRC-32 check") != std::string::npos);
+  REQUIRE(error({'P', 'K'}) ==
+          "x.npz: byte 2: no zip end record (not an .npz archive, or truncated)");
+  REQUIRE(npy_error_of([&] { w.add("a", tensor<float>({1})); }) ==
+          "npz_writer::add: 'a' added twice");
+  REQUIRE(npy_error_of([] { (void)meld::load_npz("/nonexistent/x.npz"); }) ==
+          "load_npz: cannot open /nonexistent/x.npz");
 }

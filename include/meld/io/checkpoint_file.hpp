@@ -47,6 +47,7 @@
 #include "../core/element_type.hpp"
 #include "../core/error.hpp"
 #include "../core/shape.hpp"
+#include "crc32.hpp"
 
 namespace meld {
 
@@ -80,21 +81,7 @@ inline const char* kind_name(kind k) {
   }
 }
 
-// CRC-32 (IEEE 802.3, reflected, as zlib's crc32).
-inline std::uint32_t crc32(const unsigned char* data, std::size_t n) {
-  static constexpr auto table = [] {
-    std::array<std::uint32_t, 256> t{};
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  std::uint32_t c = 0xFFFFFFFFu;
-  for (std::size_t i = 0; i < n; ++i) c = table[(c ^ data[i]) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
+using ::meld::detail::crc32;  // io/crc32.hpp
 
 // Copies n elements of `size` bytes, reversing each element's bytes on big-endian machines.
 inline void copy_little_endian(void* dst, const void* src, std::size_t n, std::size_t size) {
