@@ -267,8 +267,9 @@ auto replace_strided_leaves(const E& e, const Make& make) {
   });
 }
 
-// The expression with every leaf replaced by a read-only borrowed view (an lvalue tensor, held by
-// pointer in the expression, may be gone when the work runs; its storage is not).
+// The expression with every leaf replaced by a read-only borrowed view: copies of the work's
+// expression then cost no atomic operations, and the storage outlives the work all the same
+// (its deleter waits for it).
 template <class E>
 auto capture(const E& e) {
   return replace_strided_leaves(
