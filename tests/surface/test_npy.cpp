@@ -59,6 +59,19 @@ int run_reference(const char* mode, const fs::path& dir) {
   return std::system(cmd.c_str());
 }
 
+// What npy_reference.py's checks compare numpy's reading with: the host tensor's elements
+// (NAME.raw, little-endian C order), shape (NAME.shape) and element type (NAME.dtype), in dir.
+template <class T>
+void describe(const fs::path& dir, const std::string& name, const tensor<T>& h) {
+  const auto bytes = element_bytes(h);
+  std::ofstream(dir / (name + ".raw"), std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+  std::ofstream shape(dir / (name + ".shape"));
+  for (auto n : h.shape()) shape << n << ' ';
+  std::ofstream(dir / (name + ".dtype")) << meld::type_name<T>();
+}
+
 // The message of the npy_error that f throws ("" if none; another exception fails the test).
 template <class F>
 std::string npy_error_of(F&& f) {
@@ -168,15 +181,8 @@ BACKEND_TEST_CASE("numpy.load reads what save_npy writes", "[surface]") {
   }
   temp_dir dir(std::string("meld_") + B::name + (test::is_async<B> ? "_async" : "_sync"));
   auto write = [&](const std::string& name, const auto& h) {
-    using T = meld::value_t<decltype(h)>;
     meld::save_npy(dir.path / (name + ".npy"), test::on<B>(h));
-    const auto bytes = element_bytes(h);
-    std::ofstream(dir.path / (name + ".raw"), std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()),
-               static_cast<std::streamsize>(bytes.size()));
-    std::ofstream shape(dir.path / (name + ".shape"));
-    for (auto n : h.shape()) shape << n << ' ';
-    std::ofstream(dir.path / (name + ".dtype")) << meld::type_name<T>();
+    describe(dir.path, name, h);
   };
   auto nan = test::random_tensor<float>({4, 5}, 7, -1e4, 1e4);
   nan.data()[3] = std::numeric_limits<float>::quiet_NaN();
@@ -317,13 +323,7 @@ HOST_TEST_CASE("load_npz reads numpy.savez, numpy.load reads save_npz", "[surfac
   meld::npz_writer w;
   auto add = [&](const std::string& name, const auto& t) {
     w.add(name, t);
-    const auto bytes = element_bytes(t);
-    std::ofstream(dir.path / (name + ".raw"), std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()),
-               static_cast<std::streamsize>(bytes.size()));
-    std::ofstream shape(dir.path / (name + ".shape"));
-    for (auto e : t.shape()) shape << e << ' ';
-    std::ofstream(dir.path / (name + ".dtype")) << meld::type_name<meld::value_t<decltype(t)>>();
+    describe(dir.path, name, t);
   };
   add("m_f4", test::random_tensor<float>({4, 5}, 43, -1e4, 1e4));
   add("m_f8", test::random_tensor<double>({2, 3, 4}, 44, -1e300, 1e300));

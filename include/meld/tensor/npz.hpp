@@ -40,11 +40,12 @@ inline void put32(std::vector<unsigned char>& out, std::uint32_t v) {
   put16(out, v & 0xffff);
   put16(out, v >> 16);
 }
+// Little-endian fields of zip records (read with npy.hpp's read_le).
 inline std::uint32_t get16(const unsigned char* p) {
-  return std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8;
+  return read_le(p, 2);
 }
 inline std::uint32_t get32(const unsigned char* p) {
-  return get16(p) | get16(p + 2) << 16;
+  return read_le(p, 4);
 }
 
 inline constexpr std::uint32_t local_signature = 0x04034b50, central_signature = 0x02014b50,

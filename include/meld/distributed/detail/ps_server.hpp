@@ -563,12 +563,12 @@ class server {
     }
   }
 
-  void save(const std::string& path) const {
-    save_shards(path, shards_, {cfg_.servers, cfg_.index, cfg_.workers, rule_.state_slots});
+  shard_file_owner file_owner() const {
+    return {cfg_.servers, cfg_.index, cfg_.workers, rule_.state_slots};
   }
+  void save(const std::string& path) const { save_shards(path, shards_, file_owner()); }
   void load(const std::string& prefix) {
-    shards_ = load_shards<T>(cat(prefix, ".server", cfg_.index),
-                             {cfg_.servers, cfg_.index, cfg_.workers, rule_.state_slots}, name());
+    shards_ = load_shards<T>(cat(prefix, ".server", cfg_.index), file_owner(), name());
   }
 
   config cfg_;

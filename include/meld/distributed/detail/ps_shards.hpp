@@ -63,8 +63,17 @@ void save_shards(const std::string& path, const std::map<int, shard<T>>& shards,
                  const shard_file_owner& owner) {
   namespace ckpt = ::meld::detail::ckpt;
   std::vector<ckpt::record> records;
+  // A rank-1 entry of n elements of type E at data.
+  auto add = [&]<class E>(std::string name, const E* data, std::size_t n) {
+    records.push_back({ckpt::kind::shard,
+                       std::move(name),
+                       element_code<E>(),
+                       {static_cast<index_t>(n)},
+                       data,
+                       n});
+  };
   const std::int64_t server[3] = {owner.servers, owner.index, owner.state_slots};
-  records.push_back({ckpt::kind::shard, "server", element_code<std::int64_t>(), {3}, server, 3});
+  add("server", server, 3);
   std::vector<std::array<std::int64_t, 6>> layouts;
   layouts.reserve(shards.size());  // the records point into it
   for (const auto& [key, s] : shards) {
@@ -72,24 +81,9 @@ void save_shards(const std::string& path, const std::map<int, shard<T>>& shards,
     layouts.push_back({s.where.rows, s.where.cols, s.where.home, s.row_begin, s.rows,
                        static_cast<std::int64_t>(s.steps)});
     const std::string k = std::to_string(key);
-    records.push_back({ckpt::kind::shard,
-                       k + ".layout",
-                       element_code<std::int64_t>(),
-                       {6},
-                       layouts.back().data(),
-                       6});
-    records.push_back({ckpt::kind::shard,
-                       k + ".value",
-                       element_code<T>(),
-                       {static_cast<index_t>(s.value.size())},
-                       s.value.data(),
-                       s.value.size()});
-    records.push_back({ckpt::kind::shard,
-                       k + ".state",
-                       element_code<T>(),
-                       {static_cast<index_t>(s.state.size())},
-                       s.state.data(),
-                       s.state.size()});
+    add(k + ".layout", layouts.back().data(), 6);
+    add(k + ".value", s.value.data(), s.value.size());
+    add(k + ".state", s.state.data(), s.state.size());
   }
   ckpt::write_file(path, ckpt::encode(element_code<T>(), records));
 }
