@@ -1,5 +1,7 @@
 // Reductions over all elements and along axes, against naive loops; accuracy of float sums; on
 // every backend (the references are computed from host copies of the operands).
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -99,6 +101,37 @@ BACKEND_TEST_CASE("reductions of strided views and integer types", "[reduce]") {
   REQUIRE(test::value(meld::sum(i > 50)) == 50);
   REQUIRE(test::value(meld::argmax(i)) == 99);
   REQUIRE(test::value(meld::prod(meld::arange<std::int64_t, B>(1, 11))) == 3628800);
+}
+
+// Views that start between vector boundaries, operands of two element types, broadcasting: the
+// paths a backend picks between (vector loads, one element at a time, strided addressing).
+BACKEND_TEST_CASE("reductions of unaligned, mixed and broadcast operands", "[reduce]") {
+  for (const index_t n : {index_t(1), index_t(2), index_t(5), index_t(4099), index_t(100003)}) {
+    INFO("n " << n);
+    const auto hx = test::random_tensor<float>({n + 1}, 21, -1, 1);
+    const auto hy = test::random_tensor<double>({n + 1}, 22, -1, 1);
+    const auto x = test::on<B>(hx);
+    const auto y = test::on<B>(hy);
+    const auto hxs = hx.slice(range(1, n + 1));
+    const auto xs = x.slice(range(1, n + 1));
+    const auto hys = hy.slice(range(0, n));
+    const auto ys = y.slice(range(0, n));
+    REQUIRE(test::value(meld::sum(xs)) == Approx(naive_sum<double>(hxs)).margin(1e-3));
+    REQUIRE(test::value(meld::sum(xs * ys)) ==
+            Approx(naive_sum<double>(tensor<double>(hxs * hys))).margin(1e-9));
+    double mx = -2;
+    test::for_each_index(hxs.shape(),
+                         [&](const index_list& i) { mx = std::max(mx, double(at(hxs, i))); });
+    REQUIRE(test::value(meld::max(xs)) == float(mx));
+    REQUIRE(test::value(meld::sum(xs > 0.f)) == naive_sum<double>(tensor<std::int64_t>(hxs > 0.f)));
+  }
+  const auto hm = test::random_tensor<double>({3, 1, 7}, 23, -1, 1);
+  const auto hv = test::random_tensor<double>({5, 1}, 24, -1, 1);
+  const auto m = test::on<B>(hm);
+  const auto v = test::on<B>(hv);
+  REQUIRE(test::value(meld::sum(m * v - 2.0)) ==
+          Approx(naive_sum<double>(tensor<double>(hm * hv - 2.0))).margin(1e-9));
+  REQUIRE(test::value(meld::min(m * v)) == test::value(meld::min(tensor<double, B>(m * v))));
 }
 
 BACKEND_TEST_CASE("int32 sums, products and dots accumulate in int64, as numpy's", "[reduce]") {

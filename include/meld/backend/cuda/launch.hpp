@@ -32,15 +32,21 @@ inline unsigned grid_for(index_t items, int device) {
   return static_cast<unsigned>(std::clamp<index_t>(wanted, 1, index_t(count) * 32));
 }
 
-// Runs kernel(args...) on stream s of `device` as a grid-stride loop over `items` work items; a
-// launch the runtime refuses throws cuda_error naming `what`.
+// Runs kernel(args...) on stream s over `grid` blocks of threads_per_block threads; a launch the
+// runtime refuses throws cuda_error naming `what`.
+template <class... Params, class... Args>
+void launch_grid(const char* what, void (*kernel)(Params...), unsigned grid, cudaStream_t s,
+                 Args&&... args) {
+  start_kernel(kernel, dim3(grid), dim3(threads_per_block), s, std::forward<Args>(args)...);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) throw_cuda(e, what, __FILE__, __LINE__);
+}
+
+// Runs kernel(args...) on stream s of `device` as a grid-stride loop over `items` work items.
 template <class... Params, class... Args>
 void launch(const char* what, void (*kernel)(Params...), index_t items, int device, cudaStream_t s,
             Args&&... args) {
-  start_kernel(kernel, dim3(grid_for(items, device)), dim3(threads_per_block), s,
-               std::forward<Args>(args)...);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw_cuda(e, what, __FILE__, __LINE__);
+  launch_grid(what, kernel, grid_for(items, device), s, std::forward<Args>(args)...);
 }
 
 }  // namespace meld::detail::cuda_eval

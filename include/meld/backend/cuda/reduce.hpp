@@ -1,7 +1,8 @@
-// CUDA reductions: over all elements (one CUB reduction over an iterator that evaluates the
-// expression: no temporary for it; the value comes back through pinned memory, waited for only
-// when read) and along an axis (a segmented CUB reduction into a contiguous buffer, then one
-// kernel that writes it into the destination's layout).
+// CUDA reductions: over all elements (one grid of meld's fold kernels evaluates the expression,
+// with vector loads where it can, into a partial per thread, and CUB folds the partials; argmax and
+// argmin are one CUB reduction over an iterator that evaluates it; the value comes back through
+// pinned memory, waited for only when read) and along an axis (a segmented CUB reduction into a
+// contiguous buffer, then one kernel that writes it into the destination's layout).
 #pragma once
 
 #include "platform.hpp"
@@ -12,6 +13,7 @@
 #include <cub/device/device_segmented_reduce.cuh>
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <type_traits>
@@ -69,16 +71,16 @@ struct arg_combine {
   }
 };
 
-template <class D, class V>
+template <class At, class V>
 struct arg_at {
-  evaluate_at<D> at;
+  At at;
   MELD_HD arg_pair<V> operator()(index_t i) const { return {static_cast<V>(at(i)), i}; }
 };
 
 // (value, index within its segment of `length`) for argmax / argmin along an axis.
-template <class D, class V>
+template <class At, class V>
 struct arg_in_segment {
-  evaluate_at<D> at;
+  At at;
   index_t length;
   MELD_HD arg_pair<V> operator()(index_t i) const { return {static_cast<V>(at(i)), i % length}; }
 };
@@ -161,30 +163,54 @@ scalar_result_t<cuda<Policy>, reduce_result_t<R, E>> executor<cuda<Policy>>::red
   const auto plan = plan_for<N>(shape, nullptr, table);
   set_strides(expr, plan.st);
   using D = decltype(expr);
-  const evaluate_at<D> at{expr, plan.shape, plan.contiguous};
   table.before(s);
 
   using Out = std::conditional_t<is_arg<R>, arg_pair<V>, A>;
   Out* d_out = nullptr;
   MELD_CUDA_CHECK(cudaMallocAsync(&d_out, sizeof(Out), s));
-  void* temp = nullptr;
-  std::size_t temp_bytes = 0;
-  const thrust::counting_iterator<index_t> positions(0);
-  auto run = [&](void* t, std::size_t& bytes) {
-    if constexpr (is_arg<R>) {
-      auto it = thrust::make_transform_iterator(positions, arg_at<D, V>{at});
-      return cub::DeviceReduce::Reduce(t, bytes, it, d_out, n, arg_combine<R, V>{},
-                                       arg_pair<V>{V{}, index_t(-1)}, s);
-    } else {
-      auto it = thrust::make_transform_iterator(positions, evaluate_as<D, A>{at});
-      return cub::DeviceReduce::Reduce(t, bytes, it, d_out, n, fold_op<Fold, A>{},
-                                       Fold::template identity<A>(), s);
-    }
+  // CUB's two-call protocol over `in` (a pointer or an iterator) into d_out.
+  auto cub_reduce = [&](auto in, index_t items, auto op, Out init) {
+    void* temp = nullptr;
+    std::size_t temp_bytes = 0;
+    MELD_CUDA_CHECK(cub::DeviceReduce::Reduce(temp, temp_bytes, in, d_out, items, op, init, s));
+    MELD_CUDA_CHECK(cudaMallocAsync(&temp, std::max<std::size_t>(temp_bytes, 1), s));
+    MELD_CUDA_CHECK(cub::DeviceReduce::Reduce(temp, temp_bytes, in, d_out, items, op, init, s));
+    MELD_CUDA_CHECK(cudaFreeAsync(temp, s));
   };
-  MELD_CUDA_CHECK(run(nullptr, temp_bytes));
-  MELD_CUDA_CHECK(cudaMallocAsync(&temp, std::max<std::size_t>(temp_bytes, 1), s));
-  MELD_CUDA_CHECK(run(temp, temp_bytes));
-  MELD_CUDA_CHECK(cudaFreeAsync(temp, s));
+  if constexpr (is_arg<R>) {
+    const thrust::counting_iterator<index_t> positions(0);
+    auto arg_reduce = [&](auto at) {
+      cub_reduce(thrust::make_transform_iterator(positions, arg_at<decltype(at), V>{at}), n,
+                 arg_combine<R, V>{}, arg_pair<V>{V{}, index_t(-1)});
+    };
+    if (plan.contiguous)
+      arg_reduce(evaluate_at<D, true>{expr, plan.shape});
+    else
+      arg_reduce(evaluate_at<D, false>{expr, plan.shape});
+  } else {
+    // Every thread of one grid folds its share into a partial (vector loads where the operands
+    // are contiguous and aligned, as assignments); CUB folds the partials.
+    constexpr int W = sizeof(V) <= 16 ? int(16 / sizeof(V)) : 1;
+    bool aligned = true;
+    for (int i = 0; i < table.count; ++i)
+      aligned = aligned && reinterpret_cast<std::uintptr_t>(table.leaves[i].layout.data) %
+                                   (W * table.leaves[i].layout.elem) ==
+                               0;
+    const bool vector = plan.contiguous && aligned;
+    const unsigned grid = grid_for(vector ? n / W + 1 : n, device);
+    const index_t count = index_t(grid) * threads_per_block;
+    A* partials = nullptr;
+    MELD_CUDA_CHECK(cudaMallocAsync(&partials, sizeof(A) * static_cast<std::size_t>(count), s));
+    constexpr const char* what = "meld::cuda reduction kernel";
+    if (vector)
+      launch_grid(what, fold_flat<W, A, Fold, D>, grid, s, partials, expr, n);
+    else if (plan.contiguous)
+      launch_grid(what, fold_flat<1, A, Fold, D>, grid, s, partials, expr, n);
+    else
+      launch_grid(what, fold_strided<A, Fold, D>, grid, s, partials, plan.shape, expr, n);
+    cub_reduce(partials, count, fold_op<Fold, A>{}, Fold::template identity<A>());
+    MELD_CUDA_CHECK(cudaFreeAsync(partials, s));
+  }
   table.after(s);
 
   // The result goes to pinned host memory; the future waits for the copy.
@@ -243,7 +269,6 @@ void executor<cuda<Policy>>::reduce_axis(const Dst& dst, const E& e, int axis) {
   const auto plan = plan_for<N>(space, nullptr, table);
   set_strides(expr, plan.st);
   using D = decltype(expr);
-  const evaluate_at<D> at{expr, plan.shape, plan.contiguous};
   table.before(s);
   out_access.before(s, true);
 
@@ -259,25 +284,31 @@ void executor<cuda<Policy>>::reduce_axis(const Dst& dst, const E& e, int axis) {
   } else {
     const thrust::counting_iterator<index_t> positions(0);
     auto offsets = thrust::make_transform_iterator(positions, segment_offset{L});
-    void* temp = nullptr;
-    std::size_t temp_bytes = 0;
-    auto run = [&](void* t, std::size_t& bytes) {
-      if constexpr (is_arg<R>) {
-        auto it = thrust::make_transform_iterator(positions, arg_in_segment<D, V>{at, L});
-        return cub::DeviceSegmentedReduce::Reduce(t, bytes, it, buffer, M, offsets, offsets + 1,
-                                                  arg_combine<R, V>{},
-                                                  arg_pair<V>{V{}, index_t(-1)}, s);
-      } else {
-        auto it = thrust::make_transform_iterator(positions, evaluate_as<D, A>{at});
-        return cub::DeviceSegmentedReduce::Reduce(t, bytes, it, buffer, M, offsets, offsets + 1,
-                                                  fold_op<Fold, A>{}, Fold::template identity<A>(),
-                                                  s);
-      }
+    auto segmented = [&](auto in, auto op, Out init) {
+      void* temp = nullptr;
+      std::size_t bytes = 0;
+      MELD_CUDA_CHECK(cub::DeviceSegmentedReduce::Reduce(temp, bytes, in, buffer, M, offsets,
+                                                         offsets + 1, op, init, s));
+      MELD_CUDA_CHECK(cudaMallocAsync(&temp, std::max<std::size_t>(bytes, 1), s));
+      MELD_CUDA_CHECK(cub::DeviceSegmentedReduce::Reduce(temp, bytes, in, buffer, M, offsets,
+                                                         offsets + 1, op, init, s));
+      MELD_CUDA_CHECK(cudaFreeAsync(temp, s));
     };
-    MELD_CUDA_CHECK(run(nullptr, temp_bytes));
-    MELD_CUDA_CHECK(cudaMallocAsync(&temp, std::max<std::size_t>(temp_bytes, 1), s));
-    MELD_CUDA_CHECK(run(temp, temp_bytes));
-    MELD_CUDA_CHECK(cudaFreeAsync(temp, s));
+    // (Names qualified: nvcc does not apply the function's using-directive inside this lambda.)
+    auto run = [&](auto at) {
+      namespace ce = detail::cuda_eval;
+      using At = decltype(at);
+      if constexpr (ce::is_arg<R>)
+        segmented(thrust::make_transform_iterator(positions, ce::arg_in_segment<At, V>{at, L}),
+                  ce::arg_combine<R, V>{}, ce::arg_pair<V>{V{}, index_t(-1)});
+      else
+        segmented(thrust::make_transform_iterator(positions, ce::evaluate_as<At, A>{at}),
+                  ce::fold_op<Fold, A>{}, Fold::template identity<A>());
+    };
+    if (plan.contiguous)
+      run(evaluate_at<D, true>{expr, plan.shape});
+    else
+      run(evaluate_at<D, false>{expr, plan.shape});
   }
   // Scatter into the destination (whose axes are the operand's without `axis`).
   shape_t out_shape;
