@@ -84,8 +84,9 @@ std::string npy_error_of(F&& f) {
 }
 
 // A .npy image with the given header dict (padded as numpy pads it) and data bytes.
-std::vector<unsigned char> make_npy(std::string dict, const std::vector<unsigned char>& data,
-                                    int major = 1) {
+[[maybe_unused]] std::vector<unsigned char> make_npy(std::string dict,
+                                                     const std::vector<unsigned char>& data,
+                                                     int major = 1) {
   const std::size_t prefix = major == 1 ? 10 : 12;
   while ((prefix + dict.size() + 1) % 64) dict += ' ';
   dict += '\n';
@@ -99,7 +100,8 @@ std::vector<unsigned char> make_npy(std::string dict, const std::vector<unsigned
 }
 
 // Offset of `what` in an image made by make_npy with a version-1 header.
-std::size_t offset_in(const std::vector<unsigned char>& image, const std::string& what) {
+[[maybe_unused]] std::size_t offset_in(const std::vector<unsigned char>& image,
+                                       const std::string& what) {
   const std::string s(image.begin(), image.end());
   return s.find(what);
 }

@@ -1,8 +1,9 @@
 // Indexing by tensors of indices and by masks: index_select, gather / take_along_axis,
 // scatter_add, masked_select. These move elements by indices that only the data knows, so they
 // are not elementwise expressions: each is one kernel over strided operands, run through the
-// executor's host_kernel on the backends whose kernels are CPU code (cpu<sync>, cpu<async>,
-// sim<sync>, sim<async>; queued in stream order under async). Indices are int32 or int64, and
+// executor's host_kernel: directly on the backends whose kernels are CPU code (cpu<sync>,
+// cpu<async>, sim<sync>, sim<async>; queued in stream order under async), on host copies of the
+// operands under cuda<...> (backend/cuda/host_kernel.hpp). Indices are int32 or int64, and
 // negative ones count from the end (numpy's rule); one out of range throws index_error naming
 // it (under async, where the result is waited for).
 #pragma once

@@ -1,8 +1,9 @@
 // Operations along an axis that read a whole line of elements before writing: cumulative sums
 // and products (cumsum, cumprod), and ordering (sort, argsort, topk). Each is one kernel over
-// the lines of a strided operand, run through the executor's host_kernel on the backends whose
-// kernels are CPU code (cpu<sync>, cpu<async>, sim<sync>, sim<async>), queued in stream order
-// under async. Sequential within a line: the same bits on every run and thread count.
+// the lines of a strided operand, run through the executor's host_kernel: directly on the
+// backends whose kernels are CPU code (cpu<sync>, cpu<async>, sim<sync>, sim<async>; queued in
+// stream order under async), on host copies of the operands under cuda<...>. Sequential within
+// a line: the same bits on every run, thread count and backend.
 #pragma once
 
 #include <algorithm>

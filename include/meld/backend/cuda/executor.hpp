@@ -1,6 +1,7 @@
-// The CUDA executor: one fused kernel per assignment, CUB reductions over an iterator that
-// evaluates the expression (no temporary for it: reduce.hpp), cuBLAS products (gemm.hpp),
-// transfers through pinned buffers (copy.hpp), stream-ordered memory (memory.hpp).
+// The CUDA executor: one fused kernel per assignment, reductions that evaluate the expression as
+// they read it (no temporary for it: reduce.hpp), cuBLAS products (gemm.hpp), transfers through
+// pinned buffers (copy.hpp), stream-ordered memory (memory.hpp), operations without kernels of
+// their own on host copies (host_kernel.hpp).
 //
 // Every operation runs on the destination's stream (or, for reductions to a value, the first
 // operand's), after the work of other streams on its operands (cudaStreamWaitEvent); under
@@ -154,6 +155,11 @@ struct executor<cuda<Policy>> {
   static void copy_to_host(T* dst, const Src& src);
   template <class Dst, class Src>
   static void copy(const Dst& dst, const Src& src);
+
+  // Runs fn on host copies of the views among args, and copies back those it writes
+  // (host_kernel.hpp): operations without a CUDA kernel of their own.
+  template <class F, class... Args>
+  static void host_kernel(F&& fn, const Args&... args);
 };
 
 namespace detail::cuda_eval {
@@ -178,6 +184,7 @@ tensor<value_t<E>, typename E::backend_type> materialize(const E& e) {
 
 #include "copy.hpp"
 #include "gemm.hpp"
+#include "host_kernel.hpp"
 #include "reduce.hpp"
 
 namespace meld {
