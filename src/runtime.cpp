@@ -8,7 +8,16 @@
 
 #include <meld/meld.hpp>
 
+// What this library is compiled for (CMake passes MELD_ARCH): build_info() reports it.
+#ifndef MELD_RUNTIME_ARCH
+#define MELD_RUNTIME_ARCH "the compiler's default"
+#endif
+
 namespace meld::detail {
+
+const char* runtime_arch() noexcept {
+  return MELD_RUNTIME_ARCH;
+}
 
 template void throw_list<shape_error>(const cat_arg*, int);
 template void throw_list<index_error>(const cat_arg*, int);

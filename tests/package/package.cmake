@@ -15,7 +15,7 @@ if(MELD_ENABLE_MPI)
 endif()
 add_test(NAME test_package
   COMMAND ${CMAKE_COMMAND} ${meld_package_args} -DWORK=${CMAKE_CURRENT_BINARY_DIR}/package
-          -DMPI=${meld_mpi_flag} -DPKG_CONFIG=${MELD_PKG_CONFIG}
+          -DMPI=${meld_mpi_flag} -DPKG_CONFIG=${MELD_PKG_CONFIG} -DOBJDUMP=${CMAKE_OBJDUMP}
           -P ${CMAKE_CURRENT_LIST_DIR}/run_package_test.cmake)
 set_tests_properties(test_package PROPERTIES LABELS package TIMEOUT 300
                      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")

@@ -1,4 +1,7 @@
-# The FetchContent consumer (tests/package/fetchcontent): configures, builds and runs it, then
+# The FetchContent consumer (tests/package/fetchcontent), with meld's compiled runtime on
+# (MELD_BUILD_RUNTIME): configures, builds and runs it, then
+#  - checks that the runtime library would compile without -Werror or -march=native (meld's own
+#    build settings), for MELD_ARCH's portable default on x86-64 (its compile line, not built);
 #  - checks that `cmake --install` of the parent installs only the parent's program (MELD_INSTALL
 #    is off in a subproject), and that meld added no cache entries but MELD_* ones;
 #  - checks that the parent's warning flags do fire in meld's headers when they are included as
@@ -10,9 +13,30 @@ file(MAKE_DIRECTORY "${WORK}")
 set(build ${WORK}/build)
 run(${CMAKE_COMMAND} -S "${MELD_SOURCE}/tests/package/fetchcontent" -B "${build}" -G "${GENERATOR}"
     -DCMAKE_CXX_COMPILER=${CXX} -DMELD_SOURCE=${MELD_SOURCE} -DCMAKE_BUILD_TYPE=Release
-    -DCMAKE_INSTALL_PREFIX=${WORK}/prefix)
-run(${CMAKE_COMMAND} --build "${build}")
+    -DCMAKE_INSTALL_PREFIX=${WORK}/prefix -DMELD_BUILD_RUNTIME=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON)
+run(${CMAKE_COMMAND} --build "${build}" --target consumer)
 run("${build}/consumer")
+
+file(READ "${build}/compile_commands.json" commands)
+string(JSON count LENGTH "${commands}")
+math(EXPR last "${count} - 1")
+set(runtime "")
+foreach(i RANGE ${last})
+  string(JSON file GET "${commands}" ${i} file)
+  if(file MATCHES "src/runtime\\.cpp$")
+    string(JSON runtime GET "${commands}" ${i} command)
+  endif()
+endforeach()
+if(NOT runtime)
+  message(FATAL_ERROR "no compile line of meld's src/runtime.cpp in ${build}/compile_commands.json")
+endif()
+if(runtime MATCHES "-Werror|-march=native")
+  message(FATAL_ERROR "meld's runtime compiles with meld's own build flags in a consumer's build: ${runtime}")
+endif()
+execute_process(COMMAND ${CXX} -dumpmachine OUTPUT_VARIABLE machine)
+if(machine MATCHES "^x86_64" AND NOT runtime MATCHES "-march=x86-64")
+  message(FATAL_ERROR "meld's runtime should compile for a portable x86-64 baseline: ${runtime}")
+endif()
 run(${CMAKE_COMMAND} --install "${build}")
 
 file(GLOB_RECURSE installed RELATIVE ${WORK}/prefix ${WORK}/prefix/*)

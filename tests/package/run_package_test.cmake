@@ -1,6 +1,10 @@
 # Installs meld into a fresh prefix, then uses it as a user would:
 #  1. the consumer project through find_package(meld 0.1 CONFIG REQUIRED COMPONENTS ...) (runtime,
-#     and mpi where this build enables MPI), built and run, header-only and on meld::runtime;
+#     and mpi where this build enables MPI), built and run, header-only and on meld::runtime
+#     (compiled for x86-64-v2 on x86-64); its compile lines carry -march=native where it linked
+#     meld::native only (consumer_native, configured and not built), and -Werror nowhere; the
+#     installed runtime library is portable (built for MELD_ARCH's default, x86-64-v2, which
+#     meldConfig.cmake records: no AVX or AVX-512 register in it);
 #  2. a component this installation lacks (cuda) and an unknown one must fail REQUIRED with a
 #     message naming them;
 #  3. the consumer compiled without CMake, with `pkg-config --cflags --libs meld`, and run;
@@ -8,7 +12,7 @@
 #     header-only consumer builds and runs from it, and asking for the runtime component fails
 #     with a message saying to build first.
 # Invoked by CTest with -DMELD_SOURCE=... -DWORK=... -DGENERATOR=... -DCXX=... -DMPI=ON|OFF
-# -DPKG_CONFIG=...
+# -DPKG_CONFIG=... -DOBJDUMP=...
 include(${CMAKE_CURRENT_LIST_DIR}/package_test_helpers.cmake)
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
@@ -32,12 +36,58 @@ if(MPI)
 endif()
 run(${CMAKE_COMMAND} -S "${MELD_SOURCE}/tests/package/consumer" -B "${WORK}/consumer-build"
     -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${prefix}
-    -DCMAKE_BUILD_TYPE=Release "-DMELD_COMPONENTS=${components}")
+    -DCMAKE_BUILD_TYPE=Release "-DMELD_COMPONENTS=${components}" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON)
 run(${CMAKE_COMMAND} --build "${WORK}/consumer-build")
 run("${WORK}/consumer-build/consumer")
 run("${WORK}/consumer-build/consumer_runtime")
 if(MPI)
   run("${WORK}/consumer-build/consumer_mpi")
+endif()
+# The compile lines: meld adds no -march (but through meld::native) and no -Werror.
+file(READ "${WORK}/consumer-build/compile_commands.json" commands)
+string(JSON count LENGTH "${commands}")
+math(EXPR last "${count} - 1")
+set(checked "")
+foreach(i RANGE ${last})
+  string(JSON command GET "${commands}" ${i} command)
+  string(REGEX MATCH "CMakeFiles/([A-Za-z0-9_]+)\\.dir/" unused "${command}")
+  set(program ${CMAKE_MATCH_1})
+  list(APPEND checked ${program})
+  if(program STREQUAL "consumer_runtime")
+    set(runtime_command "${command}")
+  endif()
+  if(command MATCHES "-Werror")
+    message(FATAL_ERROR "meld put -Werror on ${program}'s compile line: ${command}")
+  endif()
+  if(program STREQUAL "consumer_native" AND NOT command MATCHES "-march=native")
+    message(FATAL_ERROR "meld::native did not add -march=native: ${command}")
+  elseif(NOT program STREQUAL "consumer_native" AND command MATCHES "-march=native")
+    message(FATAL_ERROR "${program} has -march=native without meld::native: ${command}")
+  endif()
+endforeach()
+foreach(program consumer consumer_native consumer_runtime)
+  list(FIND checked ${program} at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "no compile line of ${program} in compile_commands.json (${checked})")
+  endif()
+endforeach()
+# The installed runtime library: built for x86-64-v2, which its package records, and without an
+# AVX (ymm) or AVX-512 (zmm) register: it runs on any x86-64 CPU since about 2011.
+file(STRINGS ${prefix}/lib/cmake/meld/meldConfig.cmake recorded REGEX "set\\(meld_RUNTIME_ARCH ")
+run_output(machine ${CXX} -dumpmachine)
+if(machine MATCHES "^x86_64")
+  if(NOT recorded MATCHES "\"x86-64-v2\"")
+    message(FATAL_ERROR "meldConfig.cmake should record x86-64-v2 for the runtime: ${recorded}")
+  endif()
+  if(NOT runtime_command MATCHES "-march=x86-64-v2")
+    message(FATAL_ERROR "consumer_runtime should be compiled for x86-64-v2: ${runtime_command}")
+  endif()
+  run_output(disassembly ${OBJDUMP} -d ${prefix}/lib/libmeld_runtime.a)
+  string(REGEX MATCHALL "%[yz]mm[0-9]+" wide "${disassembly}")
+  if(wide)
+    list(REMOVE_DUPLICATES wide)
+    message(FATAL_ERROR "the installed libmeld_runtime.a uses AVX or AVX-512 registers: ${wide}")
+  endif()
 endif()
 
 # 2. Components that are not there.

@@ -18,22 +18,13 @@
 
 #include "../core/config.hpp"
 #include "../version.hpp"
+#include "cpu/isa.hpp"
 #include "cpu/simd.hpp"
 #include "cpu/thread_pool.hpp"
 #include "sim/memory.hpp"
 
 #if defined(MELD_CUDA_BACKEND)
 #include "cuda/cuda.hpp"
-#endif
-
-// MELD_DETAIL_CPUID: this CPU's instruction sets are read with CPUID (x86; ARM asks xsimd).
-#if defined(__x86_64__) || defined(__i386__) || defined(_M_AMD64) || defined(_M_IX86)
-#define MELD_DETAIL_CPUID 1
-#if defined(_MSC_VER) && !defined(__clang__)
-#include <intrin.h>
-#else
-#include <cpuid.h>
-#endif
 #endif
 
 namespace meld {
@@ -64,8 +55,11 @@ struct configuration {
   long cplusplus = 0;             ///< the value of __cplusplus (e.g. 202002)
   bool optimized = false;         ///< compiled with optimization (__OPTIMIZE__; -O0 is far slower)
   bool compiled_runtime = false;  ///< linked to meld::runtime (MELD_COMPILED_RUNTIME)
-  std::string simd_arch;          ///< xsimd architecture of meld's CPU kernels, e.g. "fma3+avx2"
-  std::string xsimd_version;      ///< the xsimd headers compiled against
+  /// What the meld_runtime library was compiled for where it is linked: CMake's MELD_ARCH (a
+  /// -march value, "x86-64-v2" by default on x86-64); empty when header-only.
+  std::string runtime_arch;
+  std::string simd_arch;      ///< xsimd architecture of meld's CPU kernels, e.g. "fma3+avx2"
+  std::string xsimd_version;  ///< the xsimd headers compiled against
   /// Instruction sets the translation unit was compiled for (the compiler's predefined macros,
   /// __AVX2__, __FMA__, __AVX512F__, ...), from: sse2 sse3 ssse3 sse4.1 sse4.2 avx fma fma4 avx2
   /// avx512f avx512cd avx512dq avx512bw neon.
@@ -95,76 +89,27 @@ namespace detail {
 // Every environment variable that meld's headers read. tests/core/test_configuration.cpp checks
 // this list against the "MELD_..." strings of include/.
 inline constexpr const char* environment_variables[] = {
-    "MELD_NUM_THREADS",      "MELD_SIM_DEVICES",  "MELD_SIM_MEMORY",
-    "MELD_SIM_FAULT_REPORT", "MELD_COMM_TIMEOUT", "MELD_COMM_DEBUG",
+    "MELD_NUM_THREADS",  "MELD_SIM_DEVICES", "MELD_SIM_MEMORY",     "MELD_SIM_FAULT_REPORT",
+    "MELD_COMM_TIMEOUT", "MELD_COMM_DEBUG",  "MELD_NO_ISA_WARNING", "MELD_TRACE",
 };
 
-#if defined(MELD_DETAIL_CPUID)
-// CPUID leaf `leaf`, subleaf `sub`: {eax, ebx, ecx, edx}, zeros where the CPU lacks the leaf.
-inline std::array<std::uint32_t, 4> cpuid(unsigned leaf, unsigned sub = 0) {
-  std::array<std::uint32_t, 4> r{};
-#if defined(_MSC_VER) && !defined(__clang__)
-  int x[4];
-  __cpuid(x, static_cast<int>(leaf & 0x80000000u));  // the highest leaf of leaf's range
-  if (static_cast<unsigned>(x[0]) < leaf) return r;
-  __cpuidex(x, static_cast<int>(leaf), static_cast<int>(sub));
-  for (int i = 0; i < 4; ++i) r[i] = static_cast<std::uint32_t>(x[i]);
-#else
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid_count(leaf, sub, &a, &b, &c, &d)) r = {a, b, c, d};
-#endif
-  return r;
+// The names of the instruction sets in `set`, in isa_names' order.
+inline std::vector<std::string> isa_list(isa_set set) {
+  std::vector<std::string> names;
+  for (int i = 0; i < isa_count; ++i)
+    if (set >> i & 1) names.emplace_back(isa_names[i]);
+  return names;
 }
 
-// XCR0, the register states the operating system saves on a context switch. CPUID reports what
-// the processor implements; AVX needs the YMM state saved and AVX-512 the ZMM states too, which a
-// kernel or hypervisor may leave off (Linux then leaves the flags out of /proc/cpuinfo).
-inline std::uint64_t os_saved_states() {
-  if (!(cpuid(1)[2] >> 27 & 1)) return 0;  // no OSXSAVE: no xgetbv either
-#if defined(_MSC_VER) && !defined(__clang__)
-  return _xgetbv(0);
-#else
-  std::uint32_t lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return static_cast<std::uint64_t>(hi) << 32 | lo;
-#endif
-}
-#endif
-
-// The instruction sets of configuration::compiled_isa's list that this CPU and OS can run. On x86
-// from CPUID itself: xsimd 8.1's available_architectures() reads the AVX bit from the wrong leaf
-// (0x80000001) and reports no AVX (nor FMA) on CPUs that have it.
+// The instruction sets of configuration::compiled_isa's list that this CPU and OS can run.
 inline std::vector<std::string> cpu_instruction_sets() {
-  std::vector<std::string> isa;
-  [[maybe_unused]] const auto add = [&](const char* name, bool has) {
-    if (has) isa.emplace_back(name);
-  };
-#if defined(MELD_DETAIL_CPUID)
-  const auto bit = [](std::uint32_t reg, int b) { return (reg >> b & 1) != 0; };
-  const auto l1 = cpuid(1), l7 = cpuid(7), ext = cpuid(0x80000001u);
-  const std::uint64_t saved = os_saved_states();
-  const bool avx = bit(l1[2], 28) && (saved & 0x6) == 0x6;  // and the SSE and AVX states
-  // ... and the opmask and both halves of the ZMM registers
-  const bool avx512f = avx && bit(l7[1], 16) && (saved & 0xe6) == 0xe6;
-  add("sse2", bit(l1[3], 26));
-  add("sse3", bit(l1[2], 0));
-  add("ssse3", bit(l1[2], 9));
-  add("sse4.1", bit(l1[2], 19));
-  add("sse4.2", bit(l1[2], 20));
-  add("avx", avx);
-  add("fma", avx && bit(l1[2], 12));
-  add("fma4", avx && bit(ext[2], 16));
-  add("avx2", avx && bit(l7[1], 5));
-  add("avx512f", avx512f);
-  add("avx512cd", avx512f && bit(l7[1], 28));
-  add("avx512dq", avx512f && bit(l7[1], 17));
-  add("avx512bw", avx512f && bit(l7[1], 30));
-#elif defined(__aarch64__) || defined(_M_ARM64) || defined(__ARM_NEON) || defined(_M_ARM)
-  const auto a = xsimd::available_architectures();
-  add("neon", a.neon || a.neon64);
-#endif
-  return isa;
+  return isa_list(cpu_isa());
 }
+
+#if defined(MELD_COMPILED_RUNTIME)
+// The -march that the meld_runtime library was compiled with (CMake's MELD_ARCH; src/runtime.cpp).
+const char* runtime_arch() noexcept;
+#endif
 
 inline const char* thread_source_text(thread_source s) {
   switch (s) {
@@ -236,55 +181,12 @@ static inline configuration build_info() {
 #endif
 #if defined(MELD_COMPILED_RUNTIME)
   c.compiled_runtime = true;
+  c.runtime_arch = detail::runtime_arch();
 #endif
   c.simd_arch = detail::simd_arch::name();
   c.xsimd_version = v(XSIMD_VERSION_MAJOR, XSIMD_VERSION_MINOR, XSIMD_VERSION_PATCH);
 
-  [[maybe_unused]] const auto compiled = [&](const char* name) {
-    c.compiled_isa.emplace_back(name);
-  };
-#if defined(__SSE2__) || defined(_M_AMD64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
-  compiled("sse2");
-#endif
-#if defined(__SSE3__)
-  compiled("sse3");
-#endif
-#if defined(__SSSE3__)
-  compiled("ssse3");
-#endif
-#if defined(__SSE4_1__)
-  compiled("sse4.1");
-#endif
-#if defined(__SSE4_2__)
-  compiled("sse4.2");
-#endif
-#if defined(__AVX__)
-  compiled("avx");
-#endif
-#if defined(__FMA__)
-  compiled("fma");
-#endif
-#if defined(__FMA4__)
-  compiled("fma4");
-#endif
-#if defined(__AVX2__)
-  compiled("avx2");
-#endif
-#if defined(__AVX512F__)
-  compiled("avx512f");
-#endif
-#if defined(__AVX512CD__)
-  compiled("avx512cd");
-#endif
-#if defined(__AVX512DQ__)
-  compiled("avx512dq");
-#endif
-#if defined(__AVX512BW__)
-  compiled("avx512bw");
-#endif
-#if defined(__ARM_NEON) || defined(_M_ARM64)
-  compiled("neon");
-#endif
+  c.compiled_isa = detail::isa_list(detail::compiled_isa);
   c.cpu_isa = detail::cpu_instruction_sets();
 
   // The pool's default is MELD_NUM_THREADS or every core; a size other than the default was set
@@ -353,8 +255,9 @@ inline void print_configuration(std::ostream& os, const configuration& c) {
       if (std::find(in.begin(), in.end(), s) == in.end()) out.push_back(s);
     return out;
   };
-  line("meld",
-       c.version + (c.compiled_runtime ? " (compiled runtime: meld::runtime)" : " (header-only)"));
+  line("meld", c.version + (c.compiled_runtime ? " (compiled runtime: meld::runtime, built for " +
+                                                     c.runtime_arch + ")"
+                                               : " (header-only)"));
   line("compiler", c.compiler + ", " + c.cxx_standard + " (__cplusplus " +
                        std::to_string(c.cplusplus) + "), " +
                        (c.optimized ? "optimized" : "not optimized"));
@@ -363,8 +266,8 @@ inline void print_configuration(std::ostream& os, const configuration& c) {
   line("cpu supports", c.cpu_isa.empty() ? "(none detected)" : detail::join(c.cpu_isa, " "));
   if (const auto extra = missing(c.cpu_isa, c.compiled_isa); !extra.empty())
     line("note", "this CPU also has " + detail::join(extra, " ") +
-                     ", which this program was not compiled for (-march=native compiles for "
-                     "every instruction set of the building machine)");
+                     ", which this program was not compiled for (-march=native, or linking "
+                     "meld::native, compiles for every instruction set of the building machine)");
   if (const auto lacking = missing(c.compiled_isa, c.cpu_isa); !lacking.empty())
     line("warning", "compiled for " + detail::join(lacking, " ") +
                         ", which this CPU does not support (code using them fails with SIGILL)");

@@ -31,6 +31,13 @@ int main() {
     std::printf("MELD_VERSION_STRING is %s, expected %s\n", MELD_VERSION_STRING, expected);
     return 1;
   }
+#ifdef MELD_EXPECTED_RUNTIME_ARCH
+  if (meld::build_info().runtime_arch != MELD_EXPECTED_RUNTIME_ARCH) {
+    std::printf("the runtime library says it was built for %s, its package says %s\n",
+                meld::build_info().runtime_arch.c_str(), MELD_EXPECTED_RUNTIME_ARCH);
+    return 1;
+  }
+#endif
   std::printf("consumer ok: meld %s, sum=%g\n", MELD_VERSION_STRING, s);
   return 0;
 }

@@ -1,7 +1,8 @@
 // dst = e on the CPU: one pass over the destination, in the flat fast path (every operand
 // contiguous with the destination's shape, read in place) or through a coalesced iteration plan
 // whose rows the shared driver (loops.hpp) hands to one SIMD kernel per expression; over
-// cache-line-aligned chunks on the thread pool when the work pays for it. Operands that overlap
+// cache-line-aligned chunks on the thread pool when the work pays for it (the first such
+// assignment of a program checks its instruction sets: isa_warning.hpp). Operands that overlap
 // the destination other than element for element are evaluated through a temporary.
 #pragma once
 
@@ -18,6 +19,7 @@
 #include "../plan.hpp"
 #include "chunks.hpp"
 #include "cursor.hpp"
+#include "isa_warning.hpp"
 #include "loops.hpp"
 #include "lower.hpp"
 
@@ -175,6 +177,7 @@ MELD_NOINLINE bool assign_flat(index_t n, char* const* ptrs, const std::size_t* 
     fn(const_cast<C*>(&src), ptrs, 0, n);
     return true;
   }
+  check_compiled_isa();
   plan<N> p = flat_plan<N>(n, ptrs, elems);
   p.modes[0] = access::write;
   run_chunks(p.ref(), n, chunks, ptrs[0], sizeof(T), fn, &src, sizeof(C));
@@ -219,6 +222,7 @@ void assign_planned(T* dst, const shape_t& shape, const strides_t& strides, cons
   if constexpr (!std::is_void_v<Batch>) {
     if constexpr (can_stream<Batch>) stream = &assign_row_stream<Batch, T, C>;
   }
+  if (chunk_count(shape.product(), cursor_cost<C>) > 1) check_compiled_isa();
   const planned_source s{&assign_row<Batch, T, C>, stream, &src, sizeof(C), cursor_cost<C>};
   assign_planned(reinterpret_cast<char*>(dst), sizeof(T), shape, strides, s, table.leaves,
                  table.count);
