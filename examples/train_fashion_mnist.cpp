@@ -6,6 +6,7 @@
 //                       [--threads N] [--optimizer sgd|adam] [--log FILE] [--data DIR]
 //                       [--limit N] [--workers K] [--no-prefetch]
 //                       [--save PATH [--save-every N]] [--resume PATH] [--verbose]
+//                       [--trace FILE]
 // (every flag also as --flag=value; --help prints this on stdout)
 //   mpirun -np K train_fashion_mnist --backend mpi [...]
 //   mpirun -np S+W train_fashion_mnist --backend mpi --ps-servers S --ps-mode sync|async|stale:N
@@ -30,6 +31,8 @@
 // where large) and run SGD with momentum on them; the other ranks are workers, each computing the
 // gradient of its shard of the global batch, pushing it and pulling the parameters back, with the
 // consistency of --ps-mode (sync: the same update as data_parallel's; async; stale:N).
+// --trace FILE records what meld did during the run (meld::trace; MELD_TRACE=FILE does the same for
+// any meld program) and writes it as a Chrome trace that ui.perfetto.dev opens.
 // examples/plot_training.py turns the CSV into a PNG.
 #include <unistd.h>
 #include <algorithm>
@@ -125,6 +128,7 @@ struct options {
   int ps_servers = 0;  // 0: data_parallel; else meld::param_server with this many servers
   std::string ps_mode = "sync";
   bool verbose = false;  // print meld's configuration first
+  std::string trace;     // write a Chrome trace of the run here
 };
 
 // The usage text: on stdout with exit 0 for --help, on stderr with exit 2 after a problem.
@@ -138,6 +142,7 @@ struct options {
       "                           [--workers K] [--backend threads|mpi|nccl] [--no-prefetch]\n"
       "                           [--save PATH [--save-every N]] [--resume PATH]\n"
       "                           [--ps-servers S [--ps-mode sync|async|stale:N]] [--verbose]\n"
+      "                           [--trace FILE]\n"
       "  (--flag value or --flag=value)\n"
       "  built for the %s backend (%s); other builds: train_fashion_mnist (cpu),\n"
       "  train_fashion_mnist_sim (the simulated device), train_fashion_mnist_cuda (a GPU)\n"
@@ -172,7 +177,11 @@ struct options {
       "  --ps-mode    sync (the update of data_parallel), async (each push applied as it\n"
       "               arrives) or stale:N (a worker runs at most N rounds ahead)\n"
       "  --verbose    first print meld's configuration (meld::print_configuration:\n"
-      "               version, compiler, instruction sets, threads, backends)\n",
+      "               version, compiler, instruction sets, threads, backends)\n"
+      "  --trace      record what meld does (operations per stream, waits, data_parallel's\n"
+      "               forward, backward and bucket allreduces per worker) and write it to\n"
+      "               FILE as a Chrome trace (ui.perfetto.dev, chrome://tracing); under\n"
+      "               mpirun, rank r > 0 writes FILE.r. Best with --epochs 1 --limit N\n",
       backend_name, policy_name, fashion_mnist::default_directory);
   std::exit(problem.empty() ? 0 : 2);
 }
@@ -237,6 +246,9 @@ options parse(int argc, char** argv) {
       o.log = v;
     } else if (flag == "--data") {
       o.data = v;
+    } else if (flag == "--trace") {
+      if (v.empty()) usage("--trace needs a path");
+      o.trace = v;
     } else if (flag == "--save") {
       if (v.empty()) usage("--save needs a path (an empty one would save nothing)");
       o.save = v;
@@ -457,6 +469,7 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
                                                  o.epochs, " asks for no more"));
   }
   for (int epoch = static_cast<int>(progress.epochs_done) + 1; epoch <= o.epochs; ++epoch) {
+    const meld::trace_range traced_epoch("epoch", "train", {"epoch", epoch});
     const auto epoch_start = std::chrono::steady_clock::now();
     order = shuffled(n, o.seed * 1000003 + static_cast<std::uint64_t>(epoch));
     if (!gather_in_workers) pipeline.start_epoch(order);
@@ -468,6 +481,7 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
         const double progress = static_cast<double>((epoch - 1) * batches + b) / total_batches;
         opt.set_lr(base_lr * 0.5 * (1 + std::cos(3.141592653589793 * progress)));
       }
+      const meld::trace_range traced_step("train step", "train", {"batch", b});
       const auto step_start = std::chrono::steady_clock::now();
       const index_t first = b * o.batch, count = std::min(o.batch, n - first);
       // Shards, forward and backward on every worker, gradients averaged over the whole batch.
@@ -515,7 +529,10 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
     const double train_loss = epoch_loss.get();
     const double train_acc =
         sum_over_processes(static_cast<double>(correct.take())) / static_cast<double>(n);
-    const evaluation test = evaluate(model, test_set, tty);
+    const evaluation test = [&] {
+      const meld::trace_range traced("evaluate", "train");
+      return evaluate(model, test_set, tty);
+    }();
     test_acc = test.accuracy;
     progress.epochs_done = epoch;
     if (leader && !o.save.empty() && (epoch % o.save_every == 0 || epoch == o.epochs))
@@ -786,6 +803,8 @@ int main(int argc, char** argv) {
       meld::set_num_threads(o.threads);
     else if (workers > 1 && !std::getenv("MELD_NUM_THREADS"))
       meld::set_num_threads(std::max(1, meld::num_threads() / workers));
+    if (!o.trace.empty())
+      meld::trace::start(rank == 0 ? o.trace : o.trace + "." + std::to_string(rank));
     if (o.verbose && rank == 0) {  // after the thread count is settled, which it reports
       meld::print_configuration(std::cout);
       std::cout.flush();
@@ -815,8 +834,10 @@ int main(int argc, char** argv) {
           o.backend.c_str(), meld::num_threads(), meld::num_threads() == 1 ? "" : "s");
     std::fflush(stdout);
     const bool under_mpi = static_cast<bool>(mpi);
-    if (o.model == "mlp") return run(make_mlp, o, train_set, test_set, under_mpi);
-    return run(make_lenet, o, train_set, test_set, under_mpi);
+    const int status = o.model == "mlp" ? run(make_mlp, o, train_set, test_set, under_mpi)
+                                        : run(make_lenet, o, train_set, test_set, under_mpi);
+    if (!o.trace.empty()) meld::trace::stop();  // writes the file
+    return status;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "train_fashion_mnist: error: %s\n", e.what());

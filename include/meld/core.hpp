@@ -11,6 +11,7 @@
 #include "core/element_type.hpp"
 #include "core/error.hpp"
 #include "core/shape.hpp"
+#include "core/trace.hpp"
 
 #include "expr/expression.hpp"
 #include "expr/functors.hpp"
@@ -25,9 +26,9 @@
 #include "tensor/from_data.hpp"
 #include "tensor/indexing.hpp"
 #include "tensor/join.hpp"
+#include "tensor/random.hpp"
 #include "tensor/scan_sort.hpp"
 #include "tensor/statistics.hpp"
-#include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
 #include "tensor/tensor_view.hpp"
 

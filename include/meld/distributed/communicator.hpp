@@ -38,6 +38,7 @@
 
 #include "../core/element_type.hpp"
 #include "../core/error.hpp"
+#include "../core/trace.hpp"
 #include "comm_error.hpp"
 
 namespace meld {
@@ -144,6 +145,28 @@ call_info make_call(std::uint64_t seq, collective_kind kind, std::int64_t count,
   c.type = element_code<std::remove_const_t<T>>();
   return c;
 }
+
+// An argument that the collectives issued on this thread carry in traces (a gradient bucket's
+// number: trace_collective_tag); set only while tracing.
+inline thread_local trace_arg collective_tag{};
+
+// Tags the collectives issued on this thread in its scope with `tag` (when tracing).
+class trace_collective_tag {
+ public:
+  explicit trace_collective_tag(trace_arg tag) noexcept : set_(trace_enabled()) {
+    if (set_) [[unlikely]]
+      collective_tag = tag;
+  }
+  ~trace_collective_tag() {
+    if (set_) [[unlikely]]
+      collective_tag = {};
+  }
+  trace_collective_tag(const trace_collective_tag&) = delete;
+  trace_collective_tag& operator=(const trace_collective_tag&) = delete;
+
+ private:
+  bool set_;
+};
 
 // MELD_COMM_TIMEOUT in seconds: a number >= 0 (strtod's syntax), `inf` or `none`. 0, `inf`,
 // `none` and anything above comm_options::forever mean forever; a fraction of a millisecond

@@ -64,7 +64,8 @@
 //
 // Here: the class; the buckets' packing and launching is in detail/bucket_engine.hpp, the threads
 // of threads mode in detail/worker_crew.hpp, the same-model check in detail/same_model.hpp, a
-// replica's parameter list and the batch's shards in detail/replica_params.hpp.
+// replica's parameter list and the batch's shards in detail/replica_params.hpp, a step's timing
+// and traced ranges (forward, backward, the wait for the allreduces) in detail/step_phases.hpp.
 #pragma once
 
 #include <any>
@@ -91,6 +92,7 @@
 #include "detail/bucket_engine.hpp"
 #include "detail/replica_params.hpp"
 #include "detail/same_model.hpp"
+#include "detail/step_phases.hpp"
 #include "detail/worker_crew.hpp"
 #include "thread_comm.hpp"
 
@@ -352,8 +354,6 @@ class data_parallel {
     step_timing timing;
   };
 
-  static double seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
   template <class Targets>
   static Targets& targets_cache(worker& w) {
     if (!std::any_cast<Targets>(&w.targets)) w.targets.template emplace<Targets>();
@@ -479,8 +479,7 @@ class data_parallel {
     const auto t1 = clock::now();
     if (!sync) {
       if (n > 0) w.model->backward(w.grad_out);
-      w.timing = {
-          seconds(clock::now() - t0), seconds(t1 - t0), seconds(clock::now() - t1), 0, 0, 0};
+      w.timing = detail::dist::step_phases<step_timing>(w.comm->rank(), t0, t1, clock::now(), {});
       return std::move(w.loss);
     }
     synchronize(w, n, /*active=*/true, n > 0, t0, t1, known);
@@ -544,12 +543,9 @@ class data_parallel {
     w.loss_sums = w.buckets->tail();
     const auto t3 = clock::now();
     w.buckets->unpack_mean(w.params, w.counts[0]);
-    w.timing = {seconds(clock::now() - t0),
-                seconds(t1 - t0),
-                seconds(t2 - t1),
-                seconds(t3 - t2),
-                static_cast<int>(plan_.buckets.size()),
-                w.buckets->launched_during_backward()};
+    w.timing = detail::dist::step_phases<step_timing>(c.rank(), t0, t1, t2, t3);
+    w.timing.buckets = static_cast<int>(plan_.buckets.size());
+    w.timing.buckets_during_backward = w.buckets->launched_during_backward();
     return w.counts[2] > 0;
   }
 

@@ -95,7 +95,7 @@ class ps_handle {
       if (all) {
         for (auto& r : op.replies)
           if (r.done) r.done(r.reply);
-        op.finished = true;
+        op.finish();
         return true;
       }
       if (detail::ps::clock::now() > op.deadline) {
@@ -113,7 +113,7 @@ class ps_handle {
       }
       return false;
     } catch (...) {
-      op.finished = true;
+      op.finish();
       throw;
     }
   }

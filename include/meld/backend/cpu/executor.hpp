@@ -1,12 +1,14 @@
 // The synchronous CPU executor: expressions evaluated with xsimd on every core, in the calling
 // thread's call (the pieces: assign.hpp, reduce.hpp, reduce_axis.hpp, matmul.hpp). The
-// asynchronous policy runs the same code on a stream's worker (queued.hpp).
+// asynchronous policy runs the same code on a stream's worker (queued.hpp). Each operation is a
+// traced range (core/trace.hpp) on the thread that runs it.
 #pragma once
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
+#include "../../core/trace.hpp"
 #include "../../tensor/tensor.hpp"
 #include "../backend.hpp"
 #include "../concept.hpp"
@@ -26,33 +28,40 @@ struct executor<cpu<sync>> {
   template <class Dst, class T>
   static void fill(const Dst& dst, T value) {
     using V = typename Dst::value_type;
+    detail::trace_scope traced("fill", "cpu", {"elements", dst.size()});
     detail::cpu_eval::fill(const_cast<V*>(dst.raw_data()), dst.size(), static_cast<V>(value));
   }
   // dst: a tensor or a tensor_view.
   template <class Dst, class E>
   static void assign(const Dst& dst, const E& e) {
+    detail::trace_scope traced("assign", "cpu", {"elements", dst.size()});
     detail::cpu_eval::assign(dst, e);
   }
   template <class R, class E>
   static reduce_result_t<R, E> reduce(const E& e) {
+    detail::trace_scope traced("reduce", "cpu", {"elements", e.shape().product()});
     return detail::cpu_eval::reduce<R>(e);
   }
   template <class R, class Dst, class E>
   static void reduce_axis(const Dst& dst, const E& e, int axis) {
+    detail::trace_scope traced("reduce_axis", "cpu", {"elements", e.shape().product()});
     detail::cpu_eval::reduce_axis<R>(dst, e, axis);
   }
   // c = alpha a b + beta c (shapes checked by meld::gemm); an operand that overlaps c is copied.
   template <class T, class A, class B, class C>
   static void gemm(T alpha, const A& a, const B& b, T beta, const C& c) {
+    detail::trace_scope traced("gemm", "cpu", {"elements", c.size()});
     detail::cpu_eval::gemm_into(alpha, a, b, beta, c);
   }
   template <class Dst, class T>
   static void copy_from_host(const Dst& dst, const T* src) {
+    detail::trace_scope traced("copy from host", "cpu", {"elements", dst.size()});
     std::memcpy(const_cast<T*>(dst.raw_data()), src,
                 static_cast<std::size_t>(dst.size()) * sizeof(T));
   }
   template <class T, class Src>
   static void copy_to_host(T* dst, const Src& src) {
+    detail::trace_scope traced("copy to host", "cpu", {"elements", src.size()});
     std::memcpy(dst, src.raw_data(), static_cast<std::size_t>(src.size()) * sizeof(T));
   }
   template <class Dst, class Src>

@@ -30,6 +30,7 @@
 
 #include "../../core/config.hpp"
 #include "../../core/error.hpp"
+#include "../../core/trace.hpp"
 #include "thread_pool.hpp"
 #include "waiter.hpp"
 
@@ -252,8 +253,12 @@ class stream_state {
     return completed_.load(std::memory_order_acquire) >= seq;
   }
 
-  // Blocks until work `seq` has run (spinning briefly first: stream work is often short).
+  // Blocks until work `seq` has run (spinning briefly first: stream work is often short). A wait
+  // that blocks is a traced range on the waiting thread (the host, or a stream waiting for
+  // another).
   void wait_for(std::uint64_t seq) const {
+    if (completed(seq)) return;
+    trace_scope traced("wait for stream", "wait", {"sequence", static_cast<std::int64_t>(seq)});
     done_.wait([&] { return completed(seq); }, 2000);
   }
 
@@ -290,6 +295,7 @@ class stream_state {
     throw execution_error(cat("stream '", name_, "' was destroyed; its work can no longer run"));
   }
   void run() {
+    trace_recorder::get().name_thread("stream " + name_);
     std::uint64_t done = 0;
     for (;;) {
       // Spin a while before sleeping: work usually comes in bursts, and waking a sleeping thread

@@ -10,6 +10,7 @@
 #include <string>
 #include <type_traits>
 
+#include "../../core/trace.hpp"
 #include "../../expr/walk.hpp"
 #include "../../tensor/tensor.hpp"
 #include "../concept.hpp"
@@ -66,6 +67,7 @@ struct executor<sim<sync>> {
   template <class Dst, class E>
   static void assign(const Dst& dst, const E& e) {
     detail::check_devices("assignment", dst, e);
+    detail::trace_scope traced("assign", "sim", {"elements", dst.size()});
     detail::cpu_eval::assign(detail::sim_eval::host_view(dst), detail::sim_eval::on_host(e));
   }
   // The value comes back to the host: counted as a transfer, as a GPU copies it back.
@@ -73,17 +75,20 @@ struct executor<sim<sync>> {
   static reduce_result_t<R, E> reduce(const E& e) {
     detail::check_devices(R::name, e);
     detail::sim_counters::get().count(detail::to_host, sizeof(reduce_result_t<R, E>));
+    detail::trace_scope traced("reduce", "sim", {"elements", e.shape().product()});
     return detail::cpu_eval::reduce<R>(detail::sim_eval::on_host(e));
   }
   template <class R, class Dst, class E>
   static void reduce_axis(const Dst& dst, const E& e, int axis) {
     detail::check_devices(R::name, dst, e);
+    detail::trace_scope traced("reduce_axis", "sim", {"elements", e.shape().product()});
     detail::cpu_eval::reduce_axis<R>(detail::sim_eval::host_view(dst), detail::sim_eval::on_host(e),
                                      axis);
   }
   template <class T, class A, class B, class C>
   static void gemm(T alpha, const A& a, const B& b, T beta, const C& c) {
     detail::check_devices("gemm", c, a, b);
+    detail::trace_scope traced("gemm", "sim", {"elements", c.size()});
     detail::cpu_eval::gemm_into(alpha, detail::sim_eval::on_host(a), detail::sim_eval::on_host(b),
                                 beta, detail::sim_eval::host_view(c));
   }
@@ -91,12 +96,14 @@ struct executor<sim<sync>> {
   static void copy_from_host(const Dst& dst, const T* src) {
     const std::size_t bytes = static_cast<std::size_t>(dst.size()) * sizeof(T);
     detail::sim_counters::get().count(detail::to_device, bytes);
+    detail::trace_scope traced("copy to device", "sim", {"elements", dst.size()});
     if (bytes) std::memcpy(detail::sim_host(const_cast<T*>(dst.raw_data())), src, bytes);
   }
   template <class T, class Src>
   static void copy_to_host(T* dst, const Src& src) {
     const std::size_t bytes = static_cast<std::size_t>(src.size()) * sizeof(T);
     detail::sim_counters::get().count(detail::to_host, bytes);
+    detail::trace_scope traced("copy to host", "sim", {"elements", src.size()});
     if (bytes) std::memcpy(dst, detail::sim_host(src.raw_data()), bytes);
   }
   template <class Dst, class Src>
@@ -104,6 +111,7 @@ struct executor<sim<sync>> {
     using T = typename Dst::value_type;
     const std::size_t bytes = static_cast<std::size_t>(dst.size()) * sizeof(T);
     detail::sim_counters::get().count(detail::device_to_device, bytes);
+    detail::trace_scope traced("copy device to device", "sim", {"elements", dst.size()});
     if (bytes)
       std::memcpy(detail::sim_host(const_cast<T*>(dst.raw_data())),
                   detail::sim_host(src.raw_data()), bytes);

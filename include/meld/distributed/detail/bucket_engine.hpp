@@ -162,7 +162,13 @@ class bucket_engine {
     // A rank alone has nothing to add: its gradients stay where they are (no copy in or out).
     packed_[b] = comm.size() > 1;
     if (!packed_[b]) return;
+    // Traced: the packing and the launch (or, not async, the whole allreduce) on this thread; the
+    // collective itself is traced where it runs, with the bucket's number.
+    const auto bucket = static_cast<std::int64_t>(b);
+    trace_scope traced("bucket", "dp", {"bucket", bucket}, {"elements", data_[b].size()},
+                       {"async", async});
     pack(params, b, /*grads=*/true);
+    trace_collective_tag tag({"bucket", bucket});
     if (async)
       requests_[b] = comm.allreduce_async(data_[b], reduce_op::sum);
     else

@@ -16,6 +16,7 @@
 
 #include "../../backend/cpu/waiter.hpp"
 #include "../../core/config.hpp"
+#include "../../core/trace.hpp"
 #include "../comm_error.hpp"
 #include "../communicator.hpp"
 
@@ -71,11 +72,12 @@ class progress_queue {
   progress_queue& operator=(const progress_queue&) = delete;
   ~progress_queue() { stop(); }
 
-  std::shared_ptr<request_state> submit(std::function<void()> job) {
+  // rank: the rank whose collectives the thread runs, for its name in traces.
+  std::shared_ptr<request_state> submit(std::function<void()> job, int rank = -1) {
     auto state = std::make_shared<request_state>();
     {
       std::lock_guard lock(mutex_);
-      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+      if (!thread_.joinable()) thread_ = std::thread([this, rank] { loop(rank); });
       jobs_.emplace_back(std::move(job), state);
     }
     cv_.notify_all();
@@ -135,7 +137,9 @@ class progress_queue {
   }
 
  private:
-  void loop() {
+  void loop(int rank) {
+    trace_recorder::get().name_thread(rank < 0 ? std::string("collectives")
+                                               : cat("rank ", rank, " collectives"));
     std::unique_lock lock(mutex_);
     for (;;) {
       cv_.wait(lock, [&] { return quit_ || !jobs_.empty(); });
@@ -188,14 +192,20 @@ namespace detail::dist {
 
 // Issues one collective of a rank on its queue: the job runs body(call) inside the rank's endpoint
 // (thread_endpoint or mpi_endpoint: run() refuses it when the group has failed, and cleans up
-// after an exception). async false: the job runs now, on the caller's thread when nothing is
-// queued, else after the queued ones, and the request returned is complete. async true: it runs
-// in turn on the progress thread, and the request says when it has.
+// after an exception), as a traced range on the thread that runs it. async false: the job runs
+// now, on the caller's thread when nothing is queued, else after the queued ones, and the request
+// returned is complete. async true: it runs in turn on the progress thread, and the request says
+// when it has.
 template <class Endpoint, class F>
 comm_request issue_on(progress_queue& queue, Endpoint& endpoint, const call_info& call, bool async,
                       F body) {
-  auto job = [&endpoint, call, body]() mutable { endpoint.run(call, body); };
-  if (async) return comm_request(queue.submit(std::move(job)));
+  auto job = [&endpoint, call, body,
+              tag = trace_enabled() ? collective_tag : trace_arg{}]() mutable {
+    trace_scope traced(name_of(call.kind), "comm", {"rank", endpoint.rank()},
+                       {"elements", call.count}, tag);
+    endpoint.run(call, body);
+  };
+  if (async) return comm_request(queue.submit(std::move(job), endpoint.rank()));
   queue.run(job);
   return {};
 }

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "../../core/trace.hpp"
 #include "ps_protocol.hpp"
 
 namespace meld::detail::ps {
@@ -76,7 +77,7 @@ class reply_router {
 };
 
 // One operation of a worker: its sends, and the replies it waits for (a deque: the router keeps
-// pointers to them).
+// pointers to them). Traced from its start to its completion, named by `what`.
 struct operation {
   std::string what;  // "pull of key 3", for messages
   int rank = 0;
@@ -87,6 +88,17 @@ struct operation {
   std::shared_ptr<reply_router> router;
   mpi_calls mpi;
   bool finished = false;
+  std::int64_t trace_begin = trace_enabled() ? trace_now() : -1;
+
+  void finish() {
+    finished = true;
+    if (trace_begin < 0) return;
+    try {
+      trace_recorder::get().record(
+          trace_event{trace_begin, trace_now(), nullptr, "ps", {{"rank", rank}, {}, {}}, what});
+    } catch (...) {  // no memory for the event: the trace misses it
+    }
+  }
 };
 
 }  // namespace meld::detail::ps

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../core/trace.hpp"
 #include "../ps_rules.hpp"
 #include "ps_protocol.hpp"
 #include "ps_shards.hpp"
@@ -60,6 +61,7 @@ class server {
   // Serves until every worker has said it is done (or the wait for the last ones timed out).
   // Returns the failure, if any ("" when every worker finished).
   std::string run() {
+    trace_recorder::get().name_thread(cat("ps server ", cfg_.index));
     dist::backoff idle(std::chrono::hours(1));
     auto last_check = clock::now();
     for (;;) {
@@ -107,6 +109,13 @@ class server {
   void handle_message(message m, int source) {
     const header h = m.head();
     if (h.kind == op::reply) return;
+    // Traced: every request this server handles, with its key and worker.
+    static constexpr const char* names[] = {"serve init", "serve push",      "serve push_rows",
+                                            "serve pull", "serve pull_rows", "serve checkpoint",
+                                            "serve done"};
+    const auto kind = static_cast<int>(h.kind);
+    trace_scope traced(kind >= 1 && kind <= 7 ? names[kind - 1] : "serve (malformed)", "ps",
+                       {"key", h.key}, {"worker", h.worker});
     if (const std::string bad = malformed(m, h, source); !bad.empty())
       return refuse(h, source, cat("a malformed request from rank ", source, ": ", bad));
     workers_[static_cast<std::size_t>(h.worker)].last_heard = clock::now();

@@ -15,10 +15,12 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "../../backend/cpu/waiter.hpp"
+#include "../../core/trace.hpp"
 
 namespace meld::detail::dist {
 
@@ -68,6 +70,7 @@ class worker_crew {
     }
   }
   void loop(int i) {
+    trace_recorder::get().name_thread("data_parallel worker " + std::to_string(i));
     std::uint64_t seen = 0;
     for (;;) {
       wait(posted_, [&] { return generation_.load(std::memory_order_seq_cst) != seen; });
