@@ -3,6 +3,9 @@
 /// meldConfigVersion.cmake, meld.pc and the Conan recipe all read the three lines below.
 #pragma once
 
+/// \addtogroup core
+/// @{
+
 /// Major version: changes when the API changes incompatibly.
 #define MELD_VERSION_MAJOR 0
 /// Minor version: new features, compatible with earlier releases of the same major version.
@@ -22,3 +25,5 @@
 #define MELD_VERSION_STRING           \
   MELD_DETAIL_STR(MELD_VERSION_MAJOR) \
   "." MELD_DETAIL_STR(MELD_VERSION_MINOR) "." MELD_DETAIL_STR(MELD_VERSION_PATCH)
+
+/// @}

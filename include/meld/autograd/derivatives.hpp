@@ -15,9 +15,13 @@
 
 namespace meld::autograd {
 
+/// \addtogroup autograd
+/// @{
+
 /// The marker of an operand through which no gradient flows.
 struct no_gradient {};
 
+/// Always false: the condition of the static_assert that an operation without a rule fails.
 template <class>
 inline constexpr bool no_derivative_rule = false;
 
@@ -269,5 +273,7 @@ struct derivative<ops::cast_op<To>> {
   }
 };
 /// @endcond
+
+/// @}
 
 }  // namespace meld::autograd

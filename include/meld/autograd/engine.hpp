@@ -17,6 +17,9 @@
 
 namespace meld::autograd {
 
+/// \addtogroup autograd
+/// @{
+
 namespace detail {
 
 // The interior states reachable from root, every one after all the states that read it (root
@@ -112,5 +115,7 @@ void run_backward(const state_ptr<T, B>& root, tensor<T, B> grad, bool retain_gr
     throw;
   }
 }
+
+/// @}
 
 }  // namespace meld::autograd

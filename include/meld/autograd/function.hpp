@@ -36,6 +36,9 @@
 
 namespace meld::autograd {
 
+/// \addtogroup autograd
+/// @{
+
 /// What forward leaves for backward: saved tensors (views sharing storage) and which inputs need
 /// a gradient.
 template <class T, class B>
@@ -131,5 +134,7 @@ requires(std::is_same_v<V, variable<T, B>>&&...) variable<T, B> apply(F f,
                                                                 std::move(inputs));
   return variable<T, B>::from_node(std::move(out), std::move(fn));
 }
+
+/// @}
 
 }  // namespace meld::autograd

@@ -28,6 +28,10 @@
 #include "variable.hpp"
 
 namespace meld::autograd {
+
+/// \addtogroup autograd
+/// @{
+
 namespace detail {
 
 // Leaves of the tree that is evaluated: each variable's value, as a view.
@@ -302,4 +306,7 @@ state_ptr<T, B> record_fused(const E& e) {
 }
 
 }  // namespace detail
+
+/// @}
+
 }  // namespace meld::autograd

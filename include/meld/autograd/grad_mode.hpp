@@ -5,6 +5,9 @@
 
 namespace meld::autograd {
 
+/// \addtogroup autograd
+/// @{
+
 namespace detail {
 inline bool& grad_enabled_flag() {
   thread_local bool enabled = true;
@@ -41,5 +44,7 @@ class enable_grad {
  private:
   bool saved_;
 };
+
+/// @}
 
 }  // namespace meld::autograd

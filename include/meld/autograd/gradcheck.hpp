@@ -26,6 +26,9 @@
 
 namespace meld::autograd {
 
+/// \addtogroup autograd
+/// @{
+
 /// Settings of gradcheck.
 struct gradcheck_options {
   double eps = 1e-6;       ///< the finite-difference step
@@ -116,5 +119,7 @@ gradcheck_result gradcheck(F&& f, const std::vector<tensor<T, B>>& inputs,
   }
   return {};
 }
+
+/// @}
 
 }  // namespace meld::autograd

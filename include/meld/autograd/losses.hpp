@@ -10,6 +10,9 @@
 
 namespace meld::autograd {
 
+/// \addtogroup autograd
+/// @{
+
 /// mean((pred - target)^2).
 template <differentiable P, expression Y>
 auto mse_loss(P&& pred, Y&& target) {
@@ -40,5 +43,7 @@ auto bce_with_logits_loss(P&& logits, Y&& target) {
   using T = value_t<decltype(x)>;
   return mean(relu(x) - x * std::forward<Y>(target) + log(T(1) + exp(-abs(x))));
 }
+
+/// @}
 
 }  // namespace meld::autograd

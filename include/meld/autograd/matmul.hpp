@@ -12,6 +12,9 @@
 
 namespace meld::autograd {
 
+/// \addtogroup autograd
+/// @{
+
 namespace detail {
 
 struct matmul_function {
@@ -61,5 +64,7 @@ requires expression<A> && expression<C> &&
   };
   return apply(detail::matmul_function{}, wrap(std::forward<A>(a)), wrap(std::forward<C>(c)));
 }
+
+/// @}
 
 }  // namespace meld::autograd

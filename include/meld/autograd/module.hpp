@@ -36,6 +36,9 @@
 
 namespace meld::autograd {
 
+/// \addtogroup autograd
+/// @{
+
 /// A model that defines forward only (see above); satisfies nn::model.
 template <class Net>
 class module {
@@ -156,5 +159,7 @@ class module {
   bool training_ = true;
   bool input_grad_ = true;
 };
+
+/// @}
 
 }  // namespace meld::autograd

@@ -14,6 +14,9 @@
 
 namespace meld::autograd {
 
+/// \addtogroup autograd
+/// @{
+
 template <class T, class B>
 class node;
 
@@ -38,6 +41,7 @@ struct variable_state {
   bool is_leaf() const { return !grad_fn; }
 };
 
+/// Shared ownership of a variable's state (its value, gradient and graph node).
 template <class T, class B>
 using state_ptr = std::shared_ptr<variable_state<T, B>>;
 
@@ -148,5 +152,7 @@ void accumulate(variable_state<T, B>& s, E&& e) {
     s.has_pending = true;
   }
 }
+
+/// @}
 
 }  // namespace meld::autograd

@@ -16,6 +16,9 @@
 
 namespace meld::autograd {
 
+/// \addtogroup autograd
+/// @{
+
 namespace detail {
 
 // A variable for a differentiable expression: the variable itself, or the expression evaluated.
@@ -165,5 +168,7 @@ auto min(E&& e, long axis, bool keepdims = false) {
   f.keepdims = keepdims;
   return apply(f, detail::as_variable(std::forward<E>(e)));
 }
+
+/// @}
 
 }  // namespace meld::autograd

@@ -15,6 +15,9 @@
 
 namespace meld::autograd {
 
+/// \addtogroup autograd
+/// @{
+
 namespace detail {
 
 struct log_softmax_function {
@@ -95,5 +98,7 @@ template <differentiable E, class B>
 auto cross_entropy(E&& logits, const tensor<std::int64_t, B>& targets) {
   return nll_loss(log_softmax(std::forward<E>(logits), 1), targets);
 }
+
+/// @}
 
 }  // namespace meld::autograd

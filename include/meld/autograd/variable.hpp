@@ -28,11 +28,16 @@
 
 namespace meld::autograd {
 
+/// \addtogroup autograd
+/// @{
+
 template <class T, class B>
 class variable;
 
+/// Whether E is an autograd::variable.
 template <class E>
 inline constexpr bool is_variable = false;
+/// Every variable<T, B> is a variable.
 template <class T, class B>
 inline constexpr bool is_variable<variable<T, B>> = true;
 
@@ -208,5 +213,7 @@ class variable : public expression_tag {
   }
   state_ptr<T, B> s_;
 };
+
+/// @}
 
 }  // namespace meld::autograd

@@ -12,6 +12,9 @@
 
 namespace meld::autograd {
 
+/// \addtogroup autograd
+/// @{
+
 namespace detail {
 
 struct reshape_function {
@@ -107,5 +110,7 @@ auto slice(E&& x, const S&... specs) {
   detail::slice_function<std::remove_cvref_t<S>...> f{{specs...}, {}};
   return apply(f, detail::as_variable(std::forward<E>(x)));
 }
+
+/// @}
 
 }  // namespace meld::autograd

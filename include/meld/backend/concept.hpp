@@ -35,6 +35,9 @@
 
 namespace meld {
 
+/// \addtogroup backends
+/// @{
+
 namespace detail {
 // What generate is checked with: a callable of the flat index.
 struct generator_archetype {
@@ -42,6 +45,10 @@ struct generator_archetype {
 };
 }  // namespace detail
 
+/// What a backend tag B provides: B::policy (meld::sync or meld::async), B::name and
+/// B::host_accessible, and specializations of `memory<B>`, `access_tracking<B>` and `executor<B>`
+/// (this header's opening comment lists their operations; docs/backends.md explains them).
+/// Every backend checks itself with `static_assert(meld::backend<its tag>)`.
 template <class B>
 concept backend = requires(std::size_t bytes, void* p, int device, float* host, const float* chost,
                            float value, tensor<float, B>& t, const tensor<float, B>& ct,
@@ -71,5 +78,7 @@ concept backend = requires(std::size_t bytes, void* p, int device, float* host, 
   executor<B>::copy(t, ct);
   executor<B>::generate(t, detail::generator_archetype{});
 };
+
+/// @}
 
 }  // namespace meld

@@ -29,6 +29,9 @@
 
 namespace meld {
 
+/// \addtogroup diagnostics
+/// @{
+
 /// Where the size of meld's CPU thread pool came from.
 enum class thread_source {
   cores,            ///< the default: every core this process may run on (its affinity mask)
@@ -305,5 +308,7 @@ inline void print_configuration(std::ostream& os, const configuration& c) {
 static inline void print_configuration(std::ostream& os) {
   print_configuration(os, build_info());
 }
+
+/// @}
 
 }  // namespace meld

@@ -6,6 +6,9 @@
 
 namespace meld {
 
+/// \addtogroup backends
+/// @{
+
 /// Makes `device` the current device of Backend for this thread within a scope:
 ///   meld::device_guard<meld::sim<>> on(1);   // tensors created here live on sim device 1
 template <class Backend>
@@ -28,5 +31,7 @@ template <class Backend>
 int device_count() {
   return memory<Backend>::device_count();
 }
+
+/// @}
 
 }  // namespace meld

@@ -7,6 +7,9 @@
 
 namespace meld {
 
+/// \addtogroup execution
+/// @{
+
 namespace detail {
 // What a backend provides for a future: the value once ready, and how to wait for it.
 template <class T>
@@ -41,5 +44,7 @@ class future {
  private:
   std::shared_ptr<detail::future_state<T>> state_;
 };
+
+/// @}
 
 }  // namespace meld

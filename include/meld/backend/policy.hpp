@@ -4,11 +4,16 @@
 
 namespace meld {
 
-// An operation has finished when the call returns.
+/// \addtogroup execution
+/// @{
+
+/// Execution policy: an operation has finished when the call returns.
 struct sync {};
 
-// An operation is enqueued on an in-order queue and the call returns at once; reading the result
-// on the host waits for it.
+/// Execution policy: an operation is enqueued on an in-order queue (a meld::stream) and the call
+/// returns at once; reading the result on the host waits for it.
 struct async {};
+
+/// @}
 
 }  // namespace meld

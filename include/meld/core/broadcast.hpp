@@ -5,6 +5,9 @@
 
 namespace meld {
 
+/// \addtogroup core
+/// @{
+
 /// The shape that a and b broadcast to; throws shape_error naming `what` and both shapes. (Not
 /// inlined: every node of an expression calls it, and one copy is enough.)
 MELD_ONCE MELD_RUNTIME shape_t broadcast_shapes(const shape_t& a, const shape_t& b,
@@ -49,5 +52,7 @@ inline strides_t broadcast_strides(const shape_t& shape, const strides_t& stride
     out[lead + i] = (shape[i] == 1 && to[lead + i] != 1) ? 0 : strides[i];
   return out;
 }
+
+/// @}
 
 }  // namespace meld

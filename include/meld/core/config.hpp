@@ -58,6 +58,9 @@
 
 namespace meld {
 
+/// \addtogroup core
+/// @{
+
 /// Signed, so that strides can be negative (reversed slices) and index arithmetic never wraps.
 using index_t = std::int64_t;
 
@@ -68,5 +71,7 @@ inline constexpr int max_rank = 8;
 /// Owning storage is aligned to a cache line; also the unit that parallel chunks are aligned to,
 /// so that two threads never write into one line.
 inline constexpr std::size_t cache_line = 64;
+
+/// @}
 
 }  // namespace meld

@@ -8,8 +8,11 @@
 
 namespace meld {
 
-// The element types a tensor stores. Backends may add storage-only types (e.g. half) by
-// specializing this trait.
+/// \addtogroup core
+/// @{
+
+/// The element types a tensor stores. Backends may add storage-only types (e.g. half) by
+/// specializing this trait.
 template <class T>
 struct is_element_type
     : std::bool_constant<std::is_same_v<T, float> || std::is_same_v<T, double> ||
@@ -118,5 +121,7 @@ inline constexpr bool converts_without_loss = [] {
     return !std::is_same_v<To, bool> && sizeof(To) >= sizeof(From) &&
            std::is_signed_v<To> == std::is_signed_v<From>;
 }();
+
+/// @}
 
 }  // namespace meld

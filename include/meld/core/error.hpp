@@ -14,13 +14,16 @@
 
 namespace meld {
 
-// Shapes that do not fit the operation: broadcasting, reshape, axes, ranks, slices.
+/// \addtogroup core
+/// @{
+
+/// Shapes that do not fit the operation: broadcasting, reshape, axes, ranks, slices.
 class shape_error : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
 };
 
-// An element index outside a tensor's extent.
+/// An element index outside a tensor's extent.
 class index_error : public std::out_of_range {
  public:
   using std::out_of_range::out_of_range;
@@ -163,4 +166,7 @@ template <class E, class... Args>
 }
 
 }  // namespace detail
+
+/// @}
+
 }  // namespace meld

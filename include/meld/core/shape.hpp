@@ -13,6 +13,9 @@
 
 namespace meld {
 
+/// \addtogroup core
+/// @{
+
 /// A list of at most max_rank signed indices: the shape or the strides of a tensor.
 /// Trivially copyable and allocation-free, so that expressions can carry it to a GPU kernel.
 class dims {
@@ -207,5 +210,7 @@ inline int normalize_axis(long axis, int rank, const char* what) {
                                rank);
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
+
+/// @}
 
 }  // namespace meld

@@ -35,6 +35,9 @@
 
 namespace meld {
 
+/// \addtogroup diagnostics
+/// @{
+
 /// An integer argument of a traced range, shown in the viewer's details ({"elements", n}).
 struct trace_arg {
   const char* key = nullptr;  ///< a string that lives as long as the program (a literal)
@@ -231,6 +234,8 @@ class trace_range {
   trace_arg a_, b_;
   std::string text_;
 };
+
+/// @}
 
 }  // namespace meld
 

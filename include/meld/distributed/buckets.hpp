@@ -15,6 +15,9 @@
 
 namespace meld {
 
+/// \addtogroup distributed
+/// @{
+
 /// A group of parameter gradients that travel in one allreduce, packed one after the other.
 struct gradient_bucket {
   std::vector<int> params;       ///< indices in visit order, in packing order
@@ -45,5 +48,7 @@ inline std::vector<gradient_bucket> make_buckets(std::span<const index_t> sizes,
   if (!current.params.empty()) buckets.push_back(std::move(current));
   return buckets;
 }
+
+/// @}
 
 }  // namespace meld

@@ -30,6 +30,9 @@
 
 namespace meld {
 
+/// \addtogroup distributed
+/// @{
+
 /// Where a communicator's collectives read and write.
 enum class comm_memory : std::uint8_t { host, device };
 
@@ -83,6 +86,8 @@ through_host_arg<X> through_host(X& x) {
 /// comm_buffer::order (nccl_comm.hpp says so for cuda).
 template <class B>
 inline constexpr bool device_comm_backend = false;
+
+/// @}
 
 }  // namespace meld
 

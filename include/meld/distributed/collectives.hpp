@@ -34,6 +34,9 @@
 
 namespace meld {
 
+/// \addtogroup distributed
+/// @{
+
 /// The collective operations every communicator offers, written once over the communicator's own
 /// operations (CRTP: thread_comm, mpi_comm and nccl_comm derive from it). Each takes contiguous
 /// buffers (tensors, spans, comm_buffer) of the same element type on every rank and throws
@@ -187,5 +190,7 @@ class collectives {
     return std::pair{comm_buffer<const T>(in), out};
   }
 };
+
+/// @}
 
 }  // namespace meld

@@ -8,6 +8,9 @@
 
 namespace meld {
 
+/// \addtogroup distributed
+/// @{
+
 /// A collective that failed: a rank that did not arrive in time, ranks that called different
 /// collectives, an aborted group or an error of MPI or NCCL. The message names the ranks and the
 /// call; why() tells which kind.
@@ -30,5 +33,7 @@ class comm_error : public std::runtime_error {
  private:
   reason why_;
 };
+
+/// @}
 
 }  // namespace meld

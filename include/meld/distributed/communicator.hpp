@@ -43,6 +43,9 @@
 
 namespace meld {
 
+/// \addtogroup distributed
+/// @{
+
 /// How allreduce and reduce_scatter combine the ranks' elements.
 enum class reduce_op : std::uint8_t { sum, max, min };
 
@@ -253,5 +256,7 @@ concept communicator = requires(C& c, std::span<float> buf, std::span<const floa
   // Marks the group failed (peers waiting in a collective throw comm_error naming this rank).
   c.abort(std::string());
 };
+
+/// @}
 
 }  // namespace meld

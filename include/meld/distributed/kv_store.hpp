@@ -35,6 +35,9 @@
 
 namespace meld {
 
+/// \addtogroup param_server
+/// @{
+
 /// A parameter server sharded over the ranks of a communicator: each key's value is split into
 /// comm.size() shards, rank r keeping shard r. push() aggregates the ranks' pushes (a
 /// reduce-scatter) and applies the update rule to each shard where it lives; pull() gathers the
@@ -123,5 +126,7 @@ class kv_store {
   update_rule rule_;
   std::map<int, entry> entries_;
 };
+
+/// @}
 
 }  // namespace meld

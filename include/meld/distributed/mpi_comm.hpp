@@ -59,6 +59,9 @@
 
 namespace meld {
 
+/// \addtogroup distributed
+/// @{
+
 /// Settings of mpi_comm.
 struct mpi_comm_options : comm_options {
   /// allreduce with MPI_Iallreduce instead of meld's ring.
@@ -191,5 +194,7 @@ class mpi_comm : public collectives<mpi_comm> {
 };
 
 static_assert(communicator<mpi_comm>);
+
+/// @}
 
 }  // namespace meld

@@ -27,6 +27,9 @@
 
 namespace meld {
 
+/// \addtogroup distributed
+/// @{
+
 namespace detail::dist {
 // Set once any mpi_comm of this process has failed (a timeout, a mismatch, an abort, an MPI error).
 inline std::atomic<bool>& mpi_failed() {
@@ -83,5 +86,7 @@ class mpi_session {
   bool owner_ = false;
   int uncaught_ = std::uncaught_exceptions();
 };
+
+/// @}
 
 }  // namespace meld

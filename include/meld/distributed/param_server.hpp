@@ -72,6 +72,9 @@
 
 namespace meld {
 
+/// \addtogroup param_server
+/// @{
+
 /// Settings of a param_server.
 struct ps_options {
   /// How many server ranks (ranks 0 .. servers - 1).
@@ -550,5 +553,7 @@ class param_server {
   std::string server_failure_;
   std::thread thread_;  // last: joined before the rest goes
 };
+
+/// @}
 
 }  // namespace meld

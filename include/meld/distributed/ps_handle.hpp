@@ -15,6 +15,9 @@
 
 namespace meld {
 
+/// \addtogroup param_server
+/// @{
+
 template <class T>
 class param_server;
 
@@ -135,5 +138,7 @@ class ps_handle {
 
   std::shared_ptr<detail::ps::operation> op_;
 };
+
+/// @}
 
 }  // namespace meld

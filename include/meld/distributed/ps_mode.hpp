@@ -10,6 +10,9 @@
 
 namespace meld {
 
+/// \addtogroup param_server
+/// @{
+
 /// How a param_server's servers order updates and reads.
 struct ps_mode {
   /// sync: a round's update is applied once every worker's push of that round has arrived, and a
@@ -40,5 +43,7 @@ struct ps_mode {
   /// Rounds a pull may lag behind the worker's own pushes (sync: 0).
   int lag() const { return mode == kind::stale ? staleness : 0; }
 };
+
+/// @}
 
 }  // namespace meld

@@ -55,6 +55,9 @@
 
 namespace meld {
 
+/// \addtogroup distributed
+/// @{
+
 class thread_group;
 
 /// One rank of a thread_group: collectives among threads of this process, on shared memory.
@@ -227,5 +230,7 @@ class thread_group {
 };
 
 static_assert(communicator<thread_comm>);
+
+/// @}
 
 }  // namespace meld

@@ -11,13 +11,16 @@
 
 namespace meld {
 
-// Base of every expression node and of tensors and views (which are leaf expressions).
+/// \addtogroup expressions
+/// @{
+
+/// Base of every expression node and of tensors and views (which are leaf expressions).
 struct expression_tag {};
 
 template <class E>
 concept expression = std::derived_from<std::remove_cvref_t<E>, expression_tag>;
 
-// The backend of a scalar: it combines with any other backend.
+/// The backend of a scalar: it combines with any other backend.
 struct no_backend {};
 
 namespace detail {
@@ -106,8 +109,8 @@ inline constexpr bool is_scalar_expr = false;
 template <class T>
 inline constexpr bool is_scalar_expr<scalar_expr<T>> = true;
 
-// The seam between expressions and backends: each backend specializes executor<Backend> (see
-// backend/concept.hpp for what it provides).
+/// The seam between expressions and backends: each backend specializes `executor<Backend>` (see
+/// backend/concept.hpp for what it provides).
 template <class Backend>
 struct executor;
 
@@ -129,5 +132,7 @@ struct backend_of<E, std::void_t<typename E::backend_type>> {
 /// The backend of an expression or tensor E (no_backend for scalars).
 template <class E>
 using backend_t = typename detail::backend_of<std::remove_cvref_t<E>>::type;
+
+/// @}
 
 }  // namespace meld

@@ -17,6 +17,9 @@
 
 namespace meld {
 
+/// \addtogroup expressions
+/// @{
+
 namespace detail {
 
 // The shape of a b for matmul (throws shape_error naming both shapes).
@@ -103,5 +106,7 @@ void gemm(T alpha, const A& a, const B& b, T beta, C&& c) {
   using V = typename Dst::value_type;
   executor<typename Dst::backend_type>::gemm(static_cast<V>(alpha), a, b, static_cast<V>(beta), c);
 }
+
+/// @}
 
 }  // namespace meld

@@ -9,6 +9,9 @@
 
 namespace meld {
 
+/// \addtogroup expressions
+/// @{
+
 namespace detail {
 
 // An operand of a binary operation: an expression, or a scalar that mixes with one.
@@ -48,15 +51,25 @@ auto make_unary(A&& a, Op op = {}) {
   auto operator OP(A&& a, B&& b) {                                                    \
     return detail::make_binary<ops::FUNCTOR>(std::forward<A>(a), std::forward<B>(b)); \
   }
+/// Elementwise sum of two expressions, or of an expression and a number (broadcasting).
 MELD_BINARY_OPERATOR(+, plus)
+/// Elementwise difference (broadcasting; either side may be a number).
 MELD_BINARY_OPERATOR(-, minus)
+/// Elementwise product (broadcasting; either side may be a number).
 MELD_BINARY_OPERATOR(*, multiplies)
+/// Elementwise quotient (broadcasting); integer division by 0 gives 0.
 MELD_BINARY_OPERATOR(/, divides)
+/// Elementwise a < b, a bool expression (1 where it holds, else 0).
 MELD_BINARY_OPERATOR(<, less)
+/// Elementwise a <= b, a bool expression (1 where it holds, else 0).
 MELD_BINARY_OPERATOR(<=, less_equal)
+/// Elementwise a > b, a bool expression (1 where it holds, else 0).
 MELD_BINARY_OPERATOR(>, greater)
+/// Elementwise a >= b, a bool expression (1 where it holds, else 0).
 MELD_BINARY_OPERATOR(>=, greater_equal)
+/// Elementwise a == b, a bool expression (1 where it holds, else 0).
 MELD_BINARY_OPERATOR(==, equal_to)
+/// Elementwise a != b, a bool expression (1 where it holds, else 0).
 MELD_BINARY_OPERATOR(!=, not_equal_to)
 #undef MELD_BINARY_OPERATOR
 
@@ -78,10 +91,15 @@ auto operator!(A&& a) {
   auto NAME(A&& a, B&& b) {                                                           \
     return detail::make_binary<ops::FUNCTOR>(std::forward<A>(a), std::forward<B>(b)); \
   }
+/// Elementwise maximum of a and b (numpy.maximum: a NaN on either side gives NaN).
 MELD_BINARY_FUNCTION(maximum, maximum)
+/// Elementwise minimum of a and b (numpy.minimum: a NaN on either side gives NaN).
 MELD_BINARY_FUNCTION(minimum, minimum)
+/// Elementwise a to the power b; integers to integer powers stay exact integers.
 MELD_BINARY_FUNCTION(pow, power)
+/// Elementwise logical and of two conditions (1 where both are nonzero, else 0).
 MELD_BINARY_FUNCTION(logical_and, logical_and)
+/// Elementwise logical or of two conditions (1 where either is nonzero, else 0).
 MELD_BINARY_FUNCTION(logical_or, logical_or)
 #undef MELD_BINARY_FUNCTION
 
@@ -90,22 +108,38 @@ MELD_BINARY_FUNCTION(logical_or, logical_or)
   auto NAME(A&& a) {                                               \
     return detail::make_unary<ops::NAME##_op>(std::forward<A>(a)); \
   }
+/// Elementwise absolute value |a|.
 MELD_UNARY_FUNCTION(abs)
+/// Elementwise square root (integers in double, as numpy).
 MELD_UNARY_FUNCTION(sqrt)
+/// Elementwise exponential e^a (integers in double, as numpy).
 MELD_UNARY_FUNCTION(exp)
+/// Elementwise natural logarithm (integers in double, as numpy).
 MELD_UNARY_FUNCTION(log)
+/// Elementwise hyperbolic tangent (integers in double, as numpy).
 MELD_UNARY_FUNCTION(tanh)
+/// Elementwise sine, in radians (integers in double, as numpy).
 MELD_UNARY_FUNCTION(sin)
+/// Elementwise cosine, in radians (integers in double, as numpy).
 MELD_UNARY_FUNCTION(cos)
+/// Elementwise logistic function 1 / (1 + e^-a), which saturates to 0 and 1 without NaN.
 MELD_UNARY_FUNCTION(sigmoid)
+/// Elementwise max(a, 0).
 MELD_UNARY_FUNCTION(relu)
+/// Elementwise a * a.
 MELD_UNARY_FUNCTION(square)
 
+/// Elementwise largest integral value not above a (integers unchanged).
 MELD_UNARY_FUNCTION(floor)
+/// Elementwise smallest integral value not below a (integers unchanged).
 MELD_UNARY_FUNCTION(ceil)
+/// Elementwise rounding to the nearest integral value, half to even as numpy.round (2.5 gives 2).
 MELD_UNARY_FUNCTION(round)
+/// Elementwise test for NaN, a bool expression (integers: never).
 MELD_UNARY_FUNCTION(isnan)
+/// Elementwise test for an infinity, a bool expression (integers: never).
 MELD_UNARY_FUNCTION(isinf)
+/// Elementwise test for a finite value, a bool expression (integers: always).
 MELD_UNARY_FUNCTION(isfinite)
 #undef MELD_UNARY_FUNCTION
 
@@ -141,5 +175,7 @@ requires((expression<A> || scalar_type<A>)&&(expression<B> ||
                           detail::wrap<other_a>(std::forward<A>(a)),
                           detail::wrap<other_b>(std::forward<B>(b)));
 }
+
+/// @}
 
 }  // namespace meld

@@ -22,6 +22,10 @@
 #endif
 
 namespace meld {
+
+/// \addtogroup expressions
+/// @{
+
 namespace detail {
 
 // What sums and products of T accumulate in and return: integers narrower than 64 bits (int32,
@@ -285,14 +289,27 @@ auto dot(A&& a, B&& b) {
   auto NAME(E&& e, long axis, bool keepdims = false) {                              \
     return detail::make_reduce<reducers::NAME>(std::forward<E>(e), axis, keepdims); \
   }
+/// The sum along `axis` (negative counts from the end), an expression; `keepdims` keeps the axis
+/// with extent 1. Integer sums widen to int64.
 MELD_AXIS_REDUCTION(sum)
+/// The product along `axis`, an expression (`keepdims` keeps the axis with extent 1). Integer
+/// products widen to int64.
 MELD_AXIS_REDUCTION(prod)
+/// The maximum along `axis`, an expression (`keepdims` keeps the axis with extent 1, so that
+/// x - max(x, -1, true) broadcasts).
 MELD_AXIS_REDUCTION(max)
+/// The minimum along `axis`, an expression (`keepdims` keeps the axis with extent 1).
 MELD_AXIS_REDUCTION(min)
+/// The mean along `axis`, an expression (`keepdims` keeps the axis with extent 1); double for
+/// integer operands.
 MELD_AXIS_REDUCTION(mean)
+/// The index of the maximum along `axis` (the first one on ties), an int64 expression.
 MELD_AXIS_REDUCTION(argmax)
+/// The index of the minimum along `axis` (the first one on ties), an int64 expression.
 MELD_AXIS_REDUCTION(argmin)
 #undef MELD_AXIS_REDUCTION
+
+/// @}
 
 }  // namespace meld
 

@@ -51,6 +51,9 @@
 
 namespace meld {
 
+/// \addtogroup nn
+/// @{
+
 /// A checkpoint that cannot be saved or loaded; the message names the file and what is wrong.
 class checkpoint_error : public std::runtime_error {
  public:
@@ -484,4 +487,7 @@ inline checked_file decode(const std::filesystem::path& path) {
 }
 
 }  // namespace detail::ckpt
+
+/// @}
+
 }  // namespace meld

@@ -9,6 +9,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 /// max(x, 0); the gradient passes where x > 0.
 template <class T = float, class B = cpu<>>
 class relu : public stateless_layer<T, B> {
@@ -94,5 +97,7 @@ class tanh : public stateless_layer<T, B> {
  private:
   detail::saved_tensor<T, B> output_;
 };
+
+/// @}
 
 }  // namespace meld::nn

@@ -15,6 +15,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 /// Settings of batch_norm.
 struct batch_norm_options {
   /// Weight of the newest batch in the running statistics.
@@ -175,5 +178,7 @@ class batch_norm : public layer_base<T, B> {
   shape_t input_shape_;
   bool forwarded_ = false, batch_statistics_ = true;
 };
+
+/// @}
 
 }  // namespace meld::nn

@@ -33,6 +33,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 /// A checkpoint that cannot be saved or loaded; the message names the file and what is wrong.
 using checkpoint_error = meld::checkpoint_error;
 
@@ -214,5 +217,7 @@ void load_checkpoint(const std::filesystem::path& path, M& model, O& optimizer) 
   detail::ckpt::optimizer_slots(optimizer, slots, detail::ckpt::staging::load);
   detail::ckpt::load(path, element_code<typename M::value_type>(), slots, true);
 }
+
+/// @}
 
 }  // namespace meld::nn

@@ -23,6 +23,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 /// Settings of conv2d.
 struct conv2d_options {
   /// (padding before stride: g++ 12.2 at -O2 with AVX-512 (-march=native on a Xeon) miscompiles
@@ -171,5 +174,7 @@ class conv2d : public weighted_layer<T, B> {
   // Scratch reused between calls (never part of a replica or a checkpoint).
   tensor_type col_, product_, grad_chunk_;
 };
+
+/// @}
 
 }  // namespace meld::nn

@@ -28,6 +28,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 /// Softmax cross-entropy over class indices (see above).
 struct softmax_cross_entropy {
   /// The mean loss over the batch as an nn::loss_value (read it to get the number); writes its
@@ -125,5 +128,7 @@ tensor<std::int64_t, B> correct_count(const tensor<T, B>& logits,
                                       const tensor<std::int64_t, B>& targets) {
   return meld::sum(cast<std::int64_t>(meld::argmax(logits, 1) == targets), 0, true);
 }
+
+/// @}
 
 }  // namespace meld::nn

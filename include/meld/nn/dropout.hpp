@@ -13,6 +13,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 /// Dropout: in training mode zeroes each element with probability p and scales the rest by
 /// 1 / (1 - p); in evaluation mode passes the input through. Seeded, so runs repeat.
 template <class T = float, class B = cpu<>>
@@ -73,5 +76,7 @@ class dropout : public stateless_layer<T, B> {
   bool forwarded_ = false;
   detail::saved_tensor<T, B> keep_;  // the uniform draws of the last training forward
 };
+
+/// @}
 
 }  // namespace meld::nn

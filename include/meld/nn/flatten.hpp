@@ -7,6 +7,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 /// {batch, d1, d2, ...} -> {batch, d1 d2 ...}.
 template <class T = float, class B = cpu<>>
 class flatten : public stateless_layer<T, B> {
@@ -44,5 +47,7 @@ class flatten : public stateless_layer<T, B> {
   shape_t input_shape_;
   bool forwarded_ = false;
 };
+
+/// @}
 
 }  // namespace meld::nn

@@ -13,6 +13,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 /// What a model's backward(grad, hook) calls for each parameter gradient once backward has
 /// finished writing it.
 template <class T, class B>
@@ -34,5 +37,7 @@ concept reports_ready_gradients = model<M> &&
              gradient_ready_hook<typename M::value_type, typename M::backend_type>& h) {
   m.backward(g, h);
 };
+
+/// @}
 
 }  // namespace meld::nn

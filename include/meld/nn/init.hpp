@@ -19,6 +19,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 /// Fan-in and fan-out of a weight: {out, in} for a linear layer, {out, in, k...} for a
 /// convolution (each multiplied by the kernel's size), {n} counts n both ways.
 struct fans {
@@ -94,5 +97,7 @@ void initialize(M& model, const Init& init, std::uint64_t seed) {
     if (param.rank() >= 2) init(param, gen);
   });
 }
+
+/// @}
 
 }  // namespace meld::nn

@@ -21,6 +21,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 /// What every layer has: its element type and backend, and the training / evaluation mode.
 template <class T, class B>
 class layer_base {
@@ -119,4 +122,7 @@ inline void expect_shape(const std::string& layer, const char* what, const shape
 }
 
 }  // namespace detail
+
+/// @}
+
 }  // namespace meld::nn

@@ -14,6 +14,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 /// Settings of linear.
 struct linear_options {
   /// Whether the layer adds a bias.
@@ -88,5 +91,7 @@ class linear : public weighted_layer<T, B> {
   index_t in_, out_;
   detail::saved_tensor<T, B> input_;
 };
+
+/// @}
 
 }  // namespace meld::nn

@@ -27,6 +27,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 /// The mean of a loss over some samples, kept on backend B until read (see above).
 template <class T, class B>
 class loss_value {
@@ -141,5 +144,7 @@ inline constexpr bool is_loss_value = false;
 /// Whether X is an nn::loss_value.
 template <class T, class B>
 inline constexpr bool is_loss_value<loss_value<T, B>> = true;
+
+/// @}
 
 }  // namespace meld::nn

@@ -11,6 +11,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 /// What visit_parameters hands to its visitor for each trainable parameter: a stable name (unique
 /// within the model, e.g. "0.weight"), the parameter and its gradient (same shape).
 template <class T, class B>
@@ -64,5 +67,7 @@ concept loss = requires(const L& loss, const tensor<T, B>& out, const Targets& t
                         tensor<T, B>& grad) {
   { loss(out, targets, grad) } -> std::convertible_to<double>;
 };
+
+/// @}
 
 }  // namespace meld::nn

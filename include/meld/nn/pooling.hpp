@@ -16,6 +16,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 namespace detail {
 
 template <class T, class B>
@@ -146,5 +149,7 @@ class avg_pool2d : public detail::pool2d_base<T, B> {
     return r;
   }
 };
+
+/// @}
 
 }  // namespace meld::nn

@@ -12,6 +12,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 namespace detail {
 template <class>
 inline constexpr bool always_false = false;
@@ -71,5 +74,7 @@ consteval bool require_model() {
     return model<M>;
   }
 }
+
+/// @}
 
 }  // namespace meld::nn

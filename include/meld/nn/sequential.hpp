@@ -27,6 +27,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 namespace detail {
 // Layers that can skip their input gradient offer backward(grad, bool input_gradient).
 template <class L, class Tensor>
@@ -228,5 +231,7 @@ class sequential {
 /// Deduces sequential<L...> from sequential(layers...).
 template <class... L>
 sequential(L...) -> sequential<L...>;
+
+/// @}
 
 }  // namespace meld::nn

@@ -11,6 +11,9 @@
 
 namespace meld::nn {
 
+/// \addtogroup nn
+/// @{
+
 /// The base of layers with a weight and an optional bias (linear, conv2d): the parameters, their
 /// gradients, and the model operations on them.
 template <class T, class B>
@@ -77,5 +80,7 @@ class weighted_layer : public layer_base<T, B> {
   tensor_type weight_grad_;  ///< the weight's gradient
   tensor_type bias_grad_;    ///< the bias's gradient
 };
+
+/// @}
 
 }  // namespace meld::nn

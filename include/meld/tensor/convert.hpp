@@ -12,6 +12,9 @@
 
 namespace meld {
 
+/// \addtogroup tensors
+/// @{
+
 /// A contiguous copy of a tensor, a view or any expression, on backend To (on its current device
 /// for device backends). Waits for queued work on the source where the host must read it.
 template <class To, class T, class From>
@@ -99,5 +102,7 @@ void copy(Dst&& dst, const Src& src) {
     meld::copy(dst, to<cpu<>>(src));  // between device backends: through the host
   }
 }
+
+/// @}
 
 }  // namespace meld

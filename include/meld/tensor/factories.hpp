@@ -9,6 +9,9 @@
 
 namespace meld {
 
+/// \addtogroup tensors
+/// @{
+
 namespace detail {
 // Elements computed from their index, where the tensor lives (the backends' generate operation).
 template <class T>
@@ -81,5 +84,7 @@ tensor<T, Backend> linspace(T start, T stop, index_t n) {
       n,
       detail::linspace_values<T>{static_cast<double>(start), static_cast<double>(stop), n, stop});
 }
+
+/// @}
 
 }  // namespace meld

@@ -16,6 +16,9 @@
 
 namespace meld {
 
+/// \addtogroup tensors
+/// @{
+
 namespace detail {
 
 template <class T, class Backend>
@@ -122,5 +125,7 @@ tensor_view<T, Backend> borrow(T* data, const shape_t& shape,
   auto st = detail::make_borrowed_storage<storage<V, Backend>>(const_cast<V*>(data), reach);
   return tensor_view<T, Backend>(std::move(st), data, layout{shape, s, 0});
 }
+
+/// @}
 
 }  // namespace meld

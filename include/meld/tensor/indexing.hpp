@@ -20,6 +20,9 @@
 
 namespace meld {
 
+/// \addtogroup tensors
+/// @{
+
 namespace detail {
 
 template <class I>
@@ -225,5 +228,7 @@ auto masked_select(const X& x, const M& mask) {
       src, keep, out.view());
   return out;
 }
+
+/// @}
 
 }  // namespace meld

@@ -14,6 +14,9 @@
 
 namespace meld {
 
+/// \addtogroup tensors
+/// @{
+
 namespace detail {
 
 // The view of v's elements [first, first + count) along axis.
@@ -183,5 +186,7 @@ auto split(X&& x, const std::vector<index_t>& positions, long axis = 0) {
   out.push_back(detail::axis_slice(v, a, at < n ? at : n, n - (at < n ? at : n)));
   return out;
 }
+
+/// @}
 
 }  // namespace meld

@@ -31,6 +31,9 @@
 
 namespace meld {
 
+/// \addtogroup tensors
+/// @{
+
 /// A .npy file (or buffer) that cannot be read or written: the message names the file, the byte
 /// offset and what was wrong there.
 class npy_error : public std::runtime_error {
@@ -381,5 +384,7 @@ void save_npy(const std::filesystem::path& path, const X& x) {
   out.close();
   if (!out) throw npy_error(detail::cat("save_npy: cannot write ", path.string()));
 }
+
+/// @}
 
 }  // namespace meld

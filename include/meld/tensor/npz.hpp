@@ -30,6 +30,9 @@
 
 namespace meld {
 
+/// \addtogroup tensors
+/// @{
+
 namespace detail::npz {
 
 inline void put16(std::vector<unsigned char>& out, std::uint32_t v) {
@@ -277,5 +280,7 @@ inline npz_archive load_npz(const std::filesystem::path& path) {
   if (in.bad()) throw npy_error(detail::cat("load_npz: cannot read ", path.string()));
   return npz_archive(std::move(bytes), path.string());
 }
+
+/// @}
 
 }  // namespace meld

@@ -21,6 +21,9 @@
 
 namespace meld {
 
+/// \addtogroup tensors
+/// @{
+
 /// How meld::to_string and operator<< lay out a tensor. The defaults are PyTorch's.
 struct print_options {
   int precision = 4;         ///< digits after the decimal point of floating elements
@@ -268,5 +271,7 @@ template <class T, class B>
 std::ostream& operator<<(std::ostream& os, const tensor_view<T, B>& v) {
   return os << to_string(v);
 }
+
+/// @}
 
 }  // namespace meld

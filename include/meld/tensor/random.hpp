@@ -18,6 +18,9 @@
 
 namespace meld {
 
+/// \addtogroup tensors
+/// @{
+
 namespace detail {
 
 struct philox_words {
@@ -159,5 +162,7 @@ template <class T, class Backend = cpu<>>
 tensor<T, Backend> normal(const shape_t& shape, T mean, T stddev, std::uint64_t seed) {
   return rng(seed).normal<T, Backend>(shape, mean, stddev);
 }
+
+/// @}
 
 }  // namespace meld

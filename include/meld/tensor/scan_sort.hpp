@@ -22,6 +22,9 @@
 
 namespace meld {
 
+/// \addtogroup tensors
+/// @{
+
 namespace detail {
 
 // Calls f(coords) for the first element of every line along axis (coords[axis] == 0).
@@ -218,5 +221,7 @@ auto topk(const X& x, index_t k, long axis = -1, bool largest = true) {
       in, r.values.view(), r.indices.view());
   return r;
 }
+
+/// @}
 
 }  // namespace meld

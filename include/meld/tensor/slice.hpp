@@ -10,7 +10,10 @@
 
 namespace meld {
 
-// Every element of an axis.
+/// \addtogroup tensors
+/// @{
+
+/// Every element of an axis.
 struct all_t {};
 /// Selects every element of an axis: t.slice(meld::all, 0).
 inline constexpr all_t all{};
@@ -88,4 +91,7 @@ inline resolved_range resolve(const range& r, index_t n, int axis) {
 }
 
 }  // namespace detail
+
+/// @}
+
 }  // namespace meld

@@ -19,6 +19,9 @@
 
 namespace meld {
 
+/// \addtogroup tensors
+/// @{
+
 namespace detail {
 // The value of a reduction to a scalar, waiting for it under async (a meld::future).
 template <class R>
@@ -152,5 +155,7 @@ auto norm(const E& x, double ord, long axis, bool keepdims = false) {
     return tensor<R, B>(max(abs(cast<R>(x)), a, keepdims));
   detail::raise<std::invalid_argument>("norm: ord ", ord, " is not 1, 2 or infinity");
 }
+
+/// @}
 
 }  // namespace meld

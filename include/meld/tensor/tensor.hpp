@@ -19,7 +19,10 @@
 
 namespace meld {
 
-// Tag for constructors that leave the elements uninitialized.
+/// \addtogroup tensors
+/// @{
+
+/// The type of meld::uninitialized, the tag of constructors that leave the elements uninitialized.
 struct uninitialized_t {};
 /// Tag value for constructors that leave the elements uninitialized: tensor<float>(shape,
 /// meld::uninitialized).
@@ -37,11 +40,12 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   friend base;
 
  public:
+  /// The reference-counted memory that the tensor and its views share.
   using typename base::storage_type;
   /// Whether a const object can still write the elements (views: yes; tensors: no).
   static constexpr bool shallow_const = false;
 
-  // An empty tensor of shape {0}.
+  /// An empty tensor of shape {0}.
   tensor() : tensor(shape_t{0}, uninitialized) {}
 
   /// A zero-filled tensor: tensor<float> t({2, 3}).
@@ -113,9 +117,13 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
     detail::assign_to_view(*this, *this OP std::forward<E>(e), "operator" #OP "="); \
     return *this;                                                                   \
   }
+  /// Adds e (an expression or a number) elementwise; e broadcasts to this tensor's shape.
   MELD_TENSOR_COMPOUND(+)
+  /// Subtracts e (an expression or a number) elementwise; e broadcasts to this tensor's shape.
   MELD_TENSOR_COMPOUND(-)
+  /// Multiplies by e (an expression or a number) elementwise; e broadcasts to this tensor's shape.
   MELD_TENSOR_COMPOUND(*)
+  /// Divides by e (an expression or a number) elementwise; e broadcasts to this tensor's shape.
   MELD_TENSOR_COMPOUND(/)
 #undef MELD_TENSOR_COMPOUND
 
@@ -257,5 +265,7 @@ struct operand_closure<tensor<T, B>> {
 };
 template <class T, class B>
 struct operand_closure<const tensor<T, B>> : operand_closure<tensor<T, B>&> {};
+
+/// @}
 
 }  // namespace meld

@@ -11,6 +11,9 @@
 
 namespace meld {
 
+/// \addtogroup tensors
+/// @{
+
 namespace detail {
 template <class Dst, class E>
 void assign_to_view(const Dst& dst, E&& e, const char* what);
@@ -25,11 +28,14 @@ class tensor_view : public detail::strided_tensor<tensor_view<T, Backend>, T, Ba
   friend base;
 
  public:
+  /// The reference-counted memory that the view shares with its tensor.
   using typename base::storage_type;
+  /// The element type without const.
   using typename base::value_type;
   /// Whether a const object can still write the elements (views: yes; tensors: no).
   static constexpr bool shallow_const = true;
 
+  /// A view without storage: a null data pointer and an empty shape.
   tensor_view() = default;
   /// A view of storage st, at base_data plus the layout's offset, with its shape and strides.
   /// (An empty tensor has no storage: its views keep the null pointer, whatever their offset,
@@ -76,9 +82,13 @@ class tensor_view : public detail::strided_tensor<tensor_view<T, Backend>, T, Ba
     detail::assign_to_view(*this, *this OP std::forward<E>(e), "operator" #OP "="); \
     return *this;                                                                   \
   }
+  /// Adds e (an expression or a number) to the viewed elements; e broadcasts to the view's shape.
   MELD_VIEW_COMPOUND(+)
+  /// Subtracts e (an expression or a number) from the viewed elements (e broadcasts to the view).
   MELD_VIEW_COMPOUND(-)
+  /// Multiplies the viewed elements by e (an expression or a number; e broadcasts to the view).
   MELD_VIEW_COMPOUND(*)
+  /// Divides the viewed elements by e (an expression or a number; e broadcasts to the view).
   MELD_VIEW_COMPOUND(/)
 #undef MELD_VIEW_COMPOUND
 };
@@ -131,4 +141,7 @@ void assign_to_view(const Dst& dst, E&& e, const char* what) {
 }
 
 }  // namespace detail
+
+/// @}
+
 }  // namespace meld

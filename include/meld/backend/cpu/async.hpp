@@ -15,6 +15,9 @@
 
 namespace meld {
 
+/// \addtogroup execution
+/// @{
+
 namespace detail {
 struct cpu_home {
   static const std::shared_ptr<stream_state>& current() { return stream::current().state(); }
@@ -28,6 +31,8 @@ struct access_tracking<cpu<async>> {
   using type = detail::stream_access<detail::cpu_home>;
 };
 
+/// The asynchronous CPU backend's executor: it queues each operation on a stream, whose worker
+/// runs it with the synchronous CPU executor.
 template <>
 struct executor<cpu<async>> : detail::queued_executor<cpu<async>, executor<cpu<sync>>> {};
 
@@ -95,5 +100,7 @@ class timer {
   stream* stream_;
   mark start_, stop_;
 };
+
+/// @}
 
 }  // namespace meld

@@ -6,6 +6,9 @@
 
 namespace meld {
 
+/// \addtogroup backends
+/// @{
+
 /// The CPU backend: host memory, xsimd evaluation on meld's thread pool. Policy is meld::sync (the
 /// default: work runs before the call returns) or meld::async (work is queued on a meld::stream).
 template <class Policy = sync>
@@ -16,5 +19,7 @@ struct cpu {
   static constexpr const char* name = "cpu";
   static constexpr bool host_accessible = true;  ///< the host reads and writes elements directly
 };
+
+/// @}
 
 }  // namespace meld

@@ -36,8 +36,11 @@
 
 namespace meld {
 
-// Errors of the execution machinery itself: waiting on an event that was never recorded, using a
-// stream that was destroyed.
+/// \addtogroup execution
+/// @{
+
+/// Errors of the execution machinery itself: waiting on an event that was never recorded, using a
+/// stream that was destroyed.
 class execution_error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -487,5 +490,7 @@ inline void synchronize() {
   }
   if (first) std::rethrow_exception(first);
 }
+
+/// @}
 
 }  // namespace meld

@@ -39,6 +39,9 @@
 
 namespace meld {
 
+/// \addtogroup execution
+/// @{
+
 namespace detail {
 
 // Cores this process may run on (the affinity mask, which containers and taskset restrict).
@@ -267,6 +270,8 @@ inline int num_threads() {
 inline void set_num_threads(int threads) {
   thread_pool::global().resize(threads);
 }
+
+/// @}
 
 }  // namespace meld
 

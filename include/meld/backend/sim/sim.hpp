@@ -23,6 +23,9 @@
 
 namespace meld {
 
+/// \addtogroup backends
+/// @{
+
 /// The simulated device: memory in host RAM that the types treat as device memory (no host access;
 /// a stray host dereference faults with a message), several devices (meld::device_guard), work on
 /// per-device streams under meld::async, counted transfers (meld::sim_transfers). It runs every GPU
@@ -82,5 +85,7 @@ inline transfer_counts sim_transfers() {
 inline void reset_sim_transfers() {
   for (auto& v : detail::sim_counters::get().values) v.store(0);
 }
+
+/// @}
 
 }  // namespace meld

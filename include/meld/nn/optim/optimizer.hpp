@@ -22,6 +22,9 @@
 
 namespace meld::optim {
 
+/// \addtogroup nn
+/// @{
+
 /// What an optimizer's visit_state hands to its visitor: a name and a state tensor, or a name and a
 /// counter (the step count). Checkpoints save and load through it.
 template <class T, class B>
@@ -119,5 +122,7 @@ class optimizer_base {
   std::vector<std::string> names_;
   std::vector<shape_t> shapes_;
 };
+
+/// @}
 
 }  // namespace meld::optim
