@@ -7,7 +7,8 @@
 // A rule is called once per contiguous run of the shard that a round touched (the whole shard
 // for dense pushes; runs of rows for sparse ones), with the element offset of the run in the
 // value, so that a rule can tell where it is. State lives beside the value: `state_slots` arrays
-// of the shard's size, zero at first, saved with the shard in checkpoints.
+// of the shard's size, zero at first, saved with the shard in checkpoints. SGD's and Adam's math
+// is nn::optim's (nn/optim/update.hpp), applied element by element.
 #pragma once
 
 #include <cmath>
@@ -18,8 +19,12 @@
 #include <type_traits>
 
 #include "../core/config.hpp"
+#include "../nn/optim/update.hpp"
 
 namespace meld {
+
+/// \addtogroup param_server
+/// @{
 
 /// One call of an update rule: the aggregated push for a run of a server's shard and the value
 /// and state of that run.
@@ -74,13 +79,12 @@ ps_sgd(Rate lr, T momentum = T(0), T weight_decay = T(0)) {
               rate = static_cast<T>(lr(u.step));
             else
               rate = static_cast<T>(lr);
+            const optim::sgd_coefficients<T> c{rate, momentum, T(1), weight_decay};
             const T scale = T(1) / static_cast<T>(u.workers);
             const std::span<T> v = momentum != T(0) ? u.state(0) : std::span<T>();
-            for (std::size_t i = 0; i < u.value.size(); ++i) {
-              T g = u.grad[i] * scale + weight_decay * u.value[i];
-              if (momentum != T(0)) g = v[i] = momentum * v[i] + g;
-              u.value[i] -= rate * g;
-            }
+            T unused = T(0);  // the momentum buffer of plain SGD
+            for (std::size_t i = 0; i < u.value.size(); ++i)
+              optim::sgd_update(u.value[i], u.grad[i] * scale, momentum != T(0) ? v[i] : unused, c);
           },
           momentum != T(0) ? 1 : 0};
 }
@@ -92,16 +96,14 @@ ps_rule<T> ps_adam(T lr, T beta1 = T(0.9), T beta2 = T(0.999), T eps = T(1e-8)) 
   return {[=](const ps_update<T>& u) {
             const T scale = T(1) / static_cast<T>(u.workers);
             const std::span<T> m = u.state(0), v = u.state(1);
-            const auto t = static_cast<T>(u.step + 1);
-            const T c1 = T(1) - std::pow(beta1, t), c2 = T(1) - std::pow(beta2, t);
-            for (std::size_t i = 0; i < u.value.size(); ++i) {
-              const T g = u.grad[i] * scale;
-              m[i] = beta1 * m[i] + (T(1) - beta1) * g;
-              v[i] = beta2 * v[i] + (T(1) - beta2) * g * g;
-              u.value[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + eps);
-            }
+            const auto c = optim::adam_coefficients<T>::at(lr, beta1, beta2, eps, 0, false,
+                                                           static_cast<std::int64_t>(u.step + 1));
+            for (std::size_t i = 0; i < u.value.size(); ++i)
+              optim::adam_update(u.value[i], u.grad[i] * scale, m[i], v[i], c);
           },
           2};
 }
+
+/// @}
 
 }  // namespace meld

@@ -5,7 +5,8 @@
 //   m = beta1 m + (1 - beta1) g'      v = beta2 v + (1 - beta2) g'^2
 //   p -= lr / (1 - beta1^t) * m / (sqrt(v / (1 - beta2^t)) + eps)
 //
-// With decoupled_weight_decay (AdamW), p *= 1 - lr weight_decay first and g' = g.
+// With decoupled_weight_decay (AdamW), p *= 1 - lr weight_decay first and g' = g. The math is
+// update.hpp's, which the parameter server's ps_adam shares.
 #pragma once
 
 #include <cmath>
@@ -16,8 +17,12 @@
 #include <vector>
 
 #include "optimizer.hpp"
+#include "update.hpp"
 
 namespace meld::optim {
+
+/// \addtogroup nn
+/// @{
 
 /// Settings of adam (PyTorch's defaults).
 struct adam_options {
@@ -60,27 +65,10 @@ class adam : public optimizer_base<adam<M>, M, adam_options> {
   void step() {
     using T = value_type;
     const adam_options& o = this->options_;
-    const double t = static_cast<double>(this->steps_ + 1);
-    const T b1 = static_cast<T>(o.beta1), b2 = static_cast<T>(o.beta2);
-    const T step_size = static_cast<T>(o.lr / (1 - std::pow(o.beta1, t)));
-    const T inv_bc2 = static_cast<T>(1 / (1 - std::pow(o.beta2, t)));
-    const T eps = static_cast<T>(o.eps), wd = static_cast<T>(o.weight_decay);
-    const T decay = static_cast<T>(1 - o.lr * o.weight_decay);
-    const bool decoupled = o.decoupled_weight_decay;
-    this->update_each([&](std::size_t i, tensor_type& p, tensor_type& g) {
-      tensor_type &m = m_[i], &v = v_[i];
-      if (wd != T(0) && !decoupled) {
-        m = b1 * m + (T(1) - b1) * (g + wd * p);
-        v = b2 * v + (T(1) - b2) * square(g + wd * p);
-      } else {
-        m = b1 * m + (T(1) - b1) * g;
-        v = b2 * v + (T(1) - b2) * square(g);
-      }
-      if (wd != T(0) && decoupled)
-        p = decay * p - step_size * m / (sqrt(v * inv_bc2) + eps);
-      else
-        p -= step_size * m / (sqrt(v * inv_bc2) + eps);
-    });
+    const auto c = adam_coefficients<T>::at(o.lr, o.beta1, o.beta2, o.eps, o.weight_decay,
+                                            o.decoupled_weight_decay, this->steps_ + 1);
+    this->update_each(
+        [&](std::size_t i, tensor_type& p, tensor_type& g) { adam_update(p, g, m_[i], v_[i], c); });
   }
 
   /// "adam.steps", then "adam.m.<parameter>" and "adam.v.<parameter>" for every parameter.
@@ -110,5 +98,7 @@ class adam : public optimizer_base<adam<M>, M, adam_options> {
 /// Deduces adam<M> from adam(model, options).
 template <class M>
 adam(M&, adam_options) -> adam<M>;
+
+/// @}
 
 }  // namespace meld::optim

@@ -6,7 +6,8 @@
 //   p -= lr (d + momentum buf)   with nesterov,   p -= lr buf   without,   p -= lr d   (no
 //   momentum)
 //
-// Each line is one fused expression per parameter.
+// Each line is one fused expression per parameter (update.hpp: the math the parameter server's
+// ps_sgd shares).
 #pragma once
 
 #include <cstdint>
@@ -16,8 +17,12 @@
 #include <vector>
 
 #include "optimizer.hpp"
+#include "update.hpp"
 
 namespace meld::optim {
+
+/// \addtogroup nn
+/// @{
 
 /// Settings of sgd (PyTorch's semantics).
 struct sgd_options {
@@ -57,38 +62,14 @@ class sgd : public optimizer_base<sgd<M>, M, sgd_options> {
   void step() {
     using T = value_type;
     const sgd_options& o = this->options_;
-    const T lr = static_cast<T>(o.lr), wd = static_cast<T>(o.weight_decay),
-            mu = static_cast<T>(o.momentum), keep = static_cast<T>(1 - o.dampening);
-    const bool first = this->steps_ == 0;
-    this->update_each([&](std::size_t i, tensor_type& p, tensor_type& g) {
-      if (o.momentum == 0) {
-        if (wd != T(0))
-          p -= lr * (g + wd * p);
-        else
-          p -= lr * g;
-        return;
-      }
-      tensor_type& buf = momentum_[i];
-      if (wd != T(0)) {
-        if (first)
-          buf = g + wd * p;
-        else
-          buf = mu * buf + keep * (g + wd * p);
-        if (o.nesterov)
-          p -= lr * (g + wd * p + mu * buf);
-        else
-          p -= lr * buf;
-      } else {
-        if (first)
-          buf = g;
-        else
-          buf = mu * buf + keep * g;
-        if (o.nesterov)
-          p -= lr * (g + mu * buf);
-        else
-          p -= lr * buf;
-      }
-    });
+    const sgd_coefficients<T> c{static_cast<T>(o.lr),
+                                static_cast<T>(o.momentum),
+                                static_cast<T>(1 - o.dampening),
+                                static_cast<T>(o.weight_decay),
+                                o.nesterov,
+                                this->steps_ == 0};
+    this->update_each(
+        [&](std::size_t i, tensor_type& p, tensor_type& g) { sgd_update(p, g, momentum_[i], c); });
   }
 
   /// "sgd.steps" and, with momentum, "sgd.momentum.<parameter>".
@@ -119,5 +100,7 @@ class sgd : public optimizer_base<sgd<M>, M, sgd_options> {
 /// Deduces sgd<M> from sgd(model, options).
 template <class M>
 sgd(M&, sgd_options) -> sgd<M>;
+
+/// @}
 
 }  // namespace meld::optim
