@@ -1,8 +1,12 @@
 // What only the CUDA backend has: half and bfloat16 storage with float math (tensor-core
-// products), and its allocation errors. Everything else the backends share runs in the
-// backend-generic suites compiled for cuda<sync> and cuda<async> (test_cuda_core,
+// products), its allocation errors, and the operations it runs on host copies (host_kernel:
+// indexing, scans, sorts), against the CPU's results. Everything else the backends share runs in
+// the backend-generic suites compiled for cuda<sync> and cuda<async> (test_cuda_core,
 // test_cuda_elementwise, test_cuda_reduce, test_cuda_exec). Compiled always; runs where a GPU is
 // present (else: skipped).
+#include <cstdint>
+#include <vector>
+
 #include "../support.hpp"
 
 using meld::tensor;
@@ -55,4 +59,46 @@ TEST_CASE("transfers round-trip and errors are clear", "[gpu]") {
   INFO(msg);
   REQUIRE(msg.find("cannot allocate") != std::string::npos);
   REQUIRE(msg.find("free of") != std::string::npos);
+}
+
+// Indexing, scans and sorts run through the CUDA executor's host_kernel (operands copied to the
+// host and back): the same bits as the CPU backend, whose results tests/surface checks against
+// numpy. Strided and offset views, an index tensor on the device, a write into a strided view.
+TEST_CASE("indexing, scans and sorts match the CPU's", "[gpu]") {
+  const auto base = test::random_tensor<float>({9, 14}, 17, -2, 2);
+  const auto x = base.slice(meld::range(1, 9), meld::range(13, 0, -2));  // {8, 7}, strided
+  const auto gbase = meld::to<gpu>(base);
+  const auto gx = gbase.slice(meld::range(1, 9), meld::range(13, 0, -2));
+  auto same = [](const auto& on_gpu, const auto& on_cpu) {
+    const auto h = host(tensor<std::remove_const_t<meld::value_t<decltype(on_cpu)>>, gpu>(on_gpu));
+    const tensor<std::remove_const_t<meld::value_t<decltype(on_cpu)>>> c(on_cpu);
+    REQUIRE(h.shape() == c.shape());
+    REQUIRE(meld::sum(h != c) == 0);
+  };
+  const tensor<std::int64_t> idx = meld::from_range(std::vector<std::int64_t>{5, 0, -1, 2, 5});
+  const auto gidx = meld::to<gpu>(idx);
+  same(meld::index_select(gx, 0, gidx), meld::index_select(x, 0, idx));
+  same(meld::index_select(gx, 1, gidx), meld::index_select(x, 1, idx));
+  const tensor<std::int32_t> along =
+      meld::cast<std::int32_t>(meld::rng(3).integers<std::int64_t>({8, 4}, 0, 7));
+  same(meld::take_along_axis(gx, meld::to<gpu>(along), 1), meld::take_along_axis(x, along, 1));
+  same(meld::gather(gx, 1, meld::to<gpu>(along)), meld::gather(x, 1, along));
+  const tensor<std::int32_t> cols =
+      meld::cast<std::int32_t>(meld::rng(4).integers<std::int64_t>({8, 4}, 0, 5));
+  const auto src = test::random_tensor<float>({8, 4}, 18);
+  tensor<float> dst = meld::zeros<float>({8, 10});
+  auto gdst = meld::to<gpu>(dst);
+  meld::scatter_add(dst.slice(meld::all, meld::range(0, 10, 2)), 1, cols, src);
+  meld::scatter_add(gdst.slice(meld::all, meld::range(0, 10, 2)), 1, meld::to<gpu>(cols),
+                    meld::to<gpu>(src));
+  same(gdst, dst);
+  same(meld::masked_select(gx, gx > 0.f), meld::masked_select(x, x > 0.f));
+  same(meld::cumsum(gx, 1), meld::cumsum(x, 1));
+  same(meld::cumprod(gx, 0), meld::cumprod(x, 0));
+  same(meld::sort(gx, 0), meld::sort(x, 0));
+  same(meld::argsort(gx, 1), meld::argsort(x, 1));
+  const auto gtop = meld::topk(gx, 3, 1);
+  const auto top = meld::topk(x, 3, 1);
+  same(gtop.values, top.values);
+  same(gtop.indices, top.indices);
 }
