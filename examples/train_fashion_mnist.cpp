@@ -6,7 +6,7 @@
 //                       [--threads N] [--optimizer sgd|adam] [--log FILE] [--data DIR]
 //                       [--limit N] [--workers K] [--no-prefetch]
 //                       [--save PATH [--save-every N]] [--resume PATH] [--verbose]
-//                       [--trace FILE]
+//                       [--trace FILE] [--bucket-kb N]
 // (every flag also as --flag=value; --help prints this on stdout)
 //   mpirun -np K train_fashion_mnist --backend mpi [...]
 //   mpirun -np S+W train_fashion_mnist --backend mpi --ps-servers S --ps-mode sync|async|stale:N
@@ -129,7 +129,15 @@ struct options {
   std::string ps_mode = "sync";
   bool verbose = false;  // print meld's configuration first
   std::string trace;     // write a Chrome trace of the run here
+  std::size_t bucket_bytes = meld::data_parallel_options{}.bucket_bytes;
 };
+
+// data_parallel's options from the command line.
+meld::data_parallel_options dp_options(const options& o) {
+  meld::data_parallel_options d;
+  d.bucket_bytes = o.bucket_bytes;
+  return d;
+}
 
 // The usage text: on stdout with exit 0 for --help, on stderr with exit 2 after a problem.
 [[noreturn]] void usage(const std::string& problem) {
@@ -142,7 +150,7 @@ struct options {
       "                           [--workers K] [--backend threads|mpi|nccl] [--no-prefetch]\n"
       "                           [--save PATH [--save-every N]] [--resume PATH]\n"
       "                           [--ps-servers S [--ps-mode sync|async|stale:N]] [--verbose]\n"
-      "                           [--trace FILE]\n"
+      "                           [--trace FILE] [--bucket-kb N]\n"
       "  (--flag value or --flag=value)\n"
       "  built for the %s backend (%s); other builds: train_fashion_mnist (cpu),\n"
       "  train_fashion_mnist_sim (the simulated device), train_fashion_mnist_cuda (a GPU)\n"
@@ -181,7 +189,9 @@ struct options {
       "  --trace      record what meld does (operations per stream, waits, data_parallel's\n"
       "               forward, backward and bucket allreduces per worker) and write it to\n"
       "               FILE as a Chrome trace (ui.perfetto.dev, chrome://tracing); under\n"
-      "               mpirun, rank r > 0 writes FILE.r. Best with --epochs 1 --limit N\n",
+      "               mpirun, rank r > 0 writes FILE.r. Best with --epochs 1 --limit N\n"
+      "  --bucket-kb  data_parallel's gradient buckets, in KiB (default 25600: the MLP's\n"
+      "               gradients in one bucket; smaller ones overlap backward)\n",
       backend_name, policy_name, fashion_mnist::default_directory);
   std::exit(problem.empty() ? 0 : 2);
 }
@@ -259,6 +269,8 @@ options parse(int argc, char** argv) {
       o.resume = v;
     } else if (flag == "--limit") {
       o.limit = parse_int<index_t>(flag, v, 1, index_t(1) << 40);
+    } else if (flag == "--bucket-kb") {
+      o.bucket_bytes = parse_int<std::size_t>(flag, v, 1, std::size_t(1) << 30) << 10;
     } else if (flag == "--workers") {
       o.workers = parse_int<int>(flag, v, 1, 64);
     } else if (flag == "--ps-servers") {
@@ -593,7 +605,8 @@ int run_nccl(const Make& make, const options& o, const fashion_mnist::dataset& t
   auto one = [&](meld::nccl_comm& comm, auto&& sum, bool leader) {
     meld::device_guard<backend> on(comm.device());
     auto model = make_model(make, o);
-    meld::data_parallel dp(model, comm);  // checks the shapes, broadcasts rank 0's parameters
+    // Checks the shapes and broadcasts rank 0's parameters.
+    meld::data_parallel dp(model, comm, dp_options(o));
     return with_optimizer(dp, model, o, train_set, test_set, sum, leader);
   };
 #if defined(MELD_WITH_MPI)
@@ -754,8 +767,9 @@ int run(const Make& make, const options& o, const fashion_mnist::dataset& train_
     auto model = make_model(make, o);
     if (o.backend == "mpi") {
 #if defined(MELD_WITH_MPI)
-      meld::mpi_comm comm;                  // MPI_COMM_WORLD: one worker per process
-      meld::data_parallel dp(model, comm);  // checks the shapes, broadcasts rank 0's parameters
+      meld::mpi_comm comm;  // MPI_COMM_WORLD: one worker per process
+      // Checks the shapes and broadcasts rank 0's parameters.
+      meld::data_parallel dp(model, comm, dp_options(o));
       const auto sum = [&comm](double x) {
         comm.allreduce(std::span<double>(&x, 1));
         return x;
@@ -766,8 +780,9 @@ int run(const Make& make, const options& o, const fashion_mnist::dataset& train_
           "--backend mpi: this build has no MPI (configure with -DMELD_ENABLE_MPI=ON)");
 #endif
     }
-    meld::thread_group group(o.workers);   // K ranks of a thread_comm, one thread each
-    meld::data_parallel dp(model, group);  // rank 0 trains `model`; 1..K-1 hold replicas
+    meld::thread_group group(o.workers);  // K ranks of a thread_comm, one thread each
+    // Rank 0 trains `model`; 1..K-1 hold replicas.
+    meld::data_parallel dp(model, group, dp_options(o));
     return with_optimizer(
         dp, model, o, train_set, test_set, [](double x) { return x; }, true);
   }
