@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -11,7 +12,23 @@
 #include <string>
 #include <vector>
 
+#if defined(__unix__)
+#include <unistd.h>
+#endif
+
 namespace test {
+
+// A trace file of this process's own in the temporary directory: meld_<stem>_<pid>_<name>.json.
+inline std::string trace_temp_path(const std::string& stem, const std::string& name) {
+#if defined(__unix__)
+  const std::string pid = std::to_string(::getpid());
+#else
+  const std::string pid = "0";
+#endif
+  return (std::filesystem::temp_directory_path() /
+          ("meld_" + stem + "_" + pid + "_" + name + ".json"))
+      .string();
+}
 
 struct json {
   enum class kind { null, boolean, number, string, array, object };

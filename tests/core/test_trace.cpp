@@ -15,10 +15,6 @@
 
 #include <meld/meld.hpp>
 
-#if defined(__unix__)
-#include <unistd.h>
-#endif
-
 #include "catch.hpp"
 #include "trace_json.hpp"
 
@@ -28,12 +24,7 @@ namespace fs = std::filesystem;
 
 // A path of its own for each file of this process.
 std::string temp_path(const std::string& name) {
-#if defined(__unix__)
-  const std::string pid = std::to_string(::getpid());
-#else
-  const std::string pid = "0";
-#endif
-  return (fs::temp_directory_path() / ("meld_test_trace_" + pid + "_" + name + ".json")).string();
+  return test::trace_temp_path("test_trace", name);
 }
 
 void busy_for(std::chrono::microseconds d) {

@@ -15,9 +15,6 @@
 #include <meld/distributed/thread_comm.hpp>
 #include <meld/nn/nn.hpp>
 
-#if defined(__unix__)
-#include <unistd.h>
-#endif
 
 #include "catch.hpp"
 #include "trace_json.hpp"
@@ -29,14 +26,7 @@ using meld::index_t;
 using test::trace_event;
 
 std::string temp_path(const std::string& name) {
-#if defined(__unix__)
-  const std::string pid = std::to_string(::getpid());
-#else
-  const std::string pid = "0";
-#endif
-  return (std::filesystem::temp_directory_path() /
-          ("meld_test_trace_dp_" + pid + "_" + name + ".json"))
-      .string();
+  return test::trace_temp_path("test_trace_dp", name);
 }
 
 bool inside(const trace_event& inner, const trace_event& outer) {
