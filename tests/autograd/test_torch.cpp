@@ -1,6 +1,7 @@
 // A residual GELU MLP's gradients against PyTorch's autograd (tests/autograd/torch_reference.py
 // through /usr/bin/python3); reported as skipped, with a warning, where torch is not installed.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -39,7 +40,11 @@ void write(std::ostream& out, const std::string& name, const tensor<double>& t) 
 SYNC_BACKEND_TEST_CASE("a residual GELU MLP's gradients equal PyTorch's", "[autograd][torch]") {
   using V = ag::variable<double, B>;
   const auto dir = std::filesystem::temp_directory_path();
-  const std::string stem = "meld_torch_" + std::to_string(std::rand());
+  // Files of this process and case alone: test_autograd and test_autograd_sim run side by side
+  // (an unseeded std::rand() gave both the same name, and one removed the other's input).
+  static int calls = 0;
+  const std::string stem =
+      "meld_torch_" + std::to_string(::getpid()) + "_" + std::to_string(calls++);
   const auto in_path = dir / (stem + ".in"), out_path = dir / (stem + ".out");
   std::map<std::string, tensor<double>> host;
   host.emplace("x", test::random_tensor<double>({8, 6}, 200, -1, 1));

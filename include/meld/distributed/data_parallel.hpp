@@ -100,7 +100,6 @@ namespace meld {
 
 /// \addtogroup distributed
 /// @{
-
 /// Settings of data_parallel.
 struct data_parallel_options {
   std::size_t bucket_bytes = std::size_t(25) << 20;  ///< gradient bucket cap
