@@ -100,6 +100,7 @@ namespace meld {
 
 /// \addtogroup distributed
 /// @{
+
 /// Settings of data_parallel.
 struct data_parallel_options {
   std::size_t bucket_bytes = std::size_t(25) << 20;  ///< gradient bucket cap
@@ -596,5 +597,4 @@ data_parallel(Model&, thread_group&, const data_parallel_options&)
     -> data_parallel<Model, thread_comm>;
 
 /// @}
-
 }  // namespace meld
