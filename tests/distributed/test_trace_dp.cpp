@@ -15,7 +15,6 @@
 #include <meld/distributed/thread_comm.hpp>
 #include <meld/nn/nn.hpp>
 
-
 #include "catch.hpp"
 #include "trace_json.hpp"
 
