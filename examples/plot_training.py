@@ -3,9 +3,10 @@
 
     /usr/bin/python3 examples/plot_training.py run.csv [more.csv ...] [-o curves.png]
 
-Each CSV becomes one set of curves (labelled by its file name): training and test loss on the
-left, training and test accuracy on the right, over whole epochs. Needs matplotlib (Debian:
-python3-matplotlib). Logs written before test_loss was recorded plot without it.
+Each CSV becomes one set of curves (labelled by its file name, one colour per file): training
+(solid) and test (dashed) loss, training and test accuracy, and the learning rate at each epoch's
+first step, over whole epochs. Needs matplotlib (Debian: python3-matplotlib). Logs written before
+test_loss or lr were recorded plot without them.
 """
 import argparse
 import csv
@@ -13,7 +14,7 @@ import os
 import sys
 
 EXPECTED = ["epoch", "train_loss", "train_acc", "test_acc", "samples_per_sec", "seconds"]
-OPTIONAL = ["test_loss"]
+OPTIONAL = ["test_loss", "lr"]
 
 
 def read_log(path):
@@ -43,9 +44,11 @@ def main():
     matplotlib.use("Agg")  # no display needed
     import matplotlib.pyplot as plt
 
-    fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for path in args.logs:
-        log = read_log(path)
+    logs = [(path, read_log(path)) for path in args.logs]
+    with_lr = any("lr" in log for _, log in logs)
+    fig, axes = plt.subplots(1, 3 if with_lr else 2, figsize=(16 if with_lr else 11, 4.2))
+    loss_ax, acc_ax = axes[0], axes[1]
+    for path, log in logs:
         name = os.path.splitext(os.path.basename(path))[0]
         train_line, = loss_ax.plot(log["epoch"], log["train_loss"], marker="o",
                                    label=f"{name} train")
@@ -57,10 +60,18 @@ def main():
                     label=f"{name} train")
         acc_ax.plot(log["epoch"], log["test_acc"], linestyle="--", color=train_line.get_color(),
                     label=f"{name} test")
+        if "lr" in log:
+            axes[2].plot(log["epoch"], log["lr"], marker="o", color=train_line.get_color(),
+                         label=name)
     loss_ax.set(xlabel="epoch", ylabel="loss", title="Loss")
     acc_ax.set(xlabel="epoch", ylabel="accuracy", title="Accuracy")
+    if with_lr:
+        axes[2].set(xlabel="epoch", ylabel="learning rate", title="Learning rate (epoch's start)")
+        rates = [r for _, log in logs for r in log.get("lr", []) if r > 0]
+        if rates and max(rates) > 20 * min(rates):  # e.g. sgd's 0.1 beside adam's 0.001
+            axes[2].set_yscale("log")
     from matplotlib.ticker import MaxNLocator
-    for ax in (loss_ax, acc_ax):
+    for ax in axes:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs
         ax.grid(alpha=0.3)
         ax.legend()

@@ -6,11 +6,13 @@
 //                       [--threads N] [--optimizer sgd|adam] [--log FILE] [--data DIR]
 //                       [--limit N] [--workers K] [--no-prefetch]
 //                       [--save PATH [--save-every N]] [--resume PATH] [--verbose]
-//                       [--trace FILE] [--bucket-kb N]
-// (every flag also as --flag=value; --help prints this on stdout)
+//                       [--trace FILE] [--bucket-kb N] [--help] [--version]
 //   mpirun -np K train_fashion_mnist --backend mpi [...]
 //   mpirun -np S+W train_fashion_mnist --backend mpi --ps-servers S --ps-mode sync|async|stale:N
+// (train_options.cpp parses them, with CLI11; --help says what each does.)
 //
+// On a terminal, progress is a bar redrawn in place (console.hpp); otherwise four plain
+// lines per epoch. Either goes to stderr; the per-epoch summaries and the last line, to stdout.
 // The backend is chosen when the example is compiled (MELD_EXAMPLE_BACKEND: CMake builds
 // train_fashion_mnist for the CPU, train_fashion_mnist_sim for the simulated device and, with
 // CUDA, train_fashion_mnist_cuda for a GPU, all from this file; MELD_EXAMPLE_BACKENDS picks them).
@@ -34,7 +36,6 @@
 // --trace FILE records what meld did during the run (meld::trace; MELD_TRACE=FILE does the same for
 // any meld program) and writes it as a Chrome trace that ui.perfetto.dev opens.
 // examples/plot_training.py turns the CSV into a PNG.
-#include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -66,7 +67,9 @@
 #include <meld/nn/nn.hpp>
 
 #include "batch_pipeline.hpp"
+#include "console.hpp"
 #include "fashion_mnist.hpp"
+#include "train_options.hpp"
 
 namespace nn = meld::nn;
 using meld::index_t;
@@ -109,199 +112,13 @@ constexpr bool with_nccl = true;
 constexpr bool with_nccl = false;
 #endif
 
-struct options {
-  std::string model = "mlp";
-  int epochs = 10;
-  index_t batch = 256;
-  std::optional<double> lr;
-  std::uint64_t seed = 0;
-  int threads = 0;  // 0: meld's default (MELD_NUM_THREADS or every core)
-  std::string optimizer = "sgd";
-  std::string log;
-  std::string data = fashion_mnist::default_directory;
-  index_t limit = 0;
-  int workers = 1;
-  std::string backend = !host_comms && with_nccl ? "nccl" : "threads";
-  bool prefetch = true;
-  std::string save, resume;
-  int save_every = 1;
-  int ps_servers = 0;  // 0: data_parallel; else meld::param_server with this many servers
-  std::string ps_mode = "sync";
-  bool verbose = false;  // print meld's configuration first
-  std::string trace;     // write a Chrome trace of the run here
-  std::size_t bucket_bytes = meld::data_parallel_options{}.bucket_bytes;
-};
+using options = train_cli::options;
 
 // data_parallel's options from the command line.
 meld::data_parallel_options dp_options(const options& o) {
   meld::data_parallel_options d;
   d.bucket_bytes = o.bucket_bytes;
   return d;
-}
-
-// The usage text: on stdout with exit 0 for --help, on stderr with exit 2 after a problem.
-[[noreturn]] void usage(const std::string& problem) {
-  if (!problem.empty()) std::fprintf(stderr, "train_fashion_mnist: %s\n", problem.c_str());
-  std::fprintf(
-      problem.empty() ? stdout : stderr,
-      "usage: train_fashion_mnist [--model mlp|lenet] [--epochs N] [--batch N] [--lr X]\n"
-      "                           [--seed N] [--threads N] [--optimizer sgd|adam]\n"
-      "                           [--log FILE.csv] [--data DIR] [--limit N]\n"
-      "                           [--workers K] [--backend threads|mpi|nccl] [--no-prefetch]\n"
-      "                           [--save PATH [--save-every N]] [--resume PATH]\n"
-      "                           [--ps-servers S [--ps-mode sync|async|stale:N]] [--verbose]\n"
-      "                           [--trace FILE] [--bucket-kb N]\n"
-      "  (--flag value or --flag=value)\n"
-      "  built for the %s backend (%s); other builds: train_fashion_mnist (cpu),\n"
-      "  train_fashion_mnist_sim (the simulated device), train_fashion_mnist_cuda (a GPU)\n"
-      "  --model      mlp (784-256-128-10, ReLU) or lenet (d2l's LeNet: two conv +\n"
-      "               average-pooling layers, dense 128, 10); default mlp\n"
-      "  --epochs     passes over the training set (default 10)\n"
-      "  --batch      minibatch size (default 256)\n"
-      "  --lr         learning rate (default: sgd 0.1 for mlp, 0.05 for lenet; adam 0.001)\n"
-      "  --seed       seed of initialization and shuffling (default 0)\n"
-      "  --threads    threads meld uses per worker (default: MELD_NUM_THREADS, else the\n"
-      "               cores divided among the workers)\n"
-      "  --optimizer  sgd (momentum 0.9, cosine learning-rate decay) or adam\n"
-      "  --log        write a CSV line per epoch (epoch, train loss, test loss, train\n"
-      "               and test accuracy, samples/s, seconds)\n"
-      "  --data       directory of the four gzip IDX files (default %s)\n"
-      "  --limit      train on the first N samples only (quick checks)\n"
-      "  --workers    data-parallel worker threads (default 1)\n"
-      "  --backend    threads (--workers K in this process), mpi (one worker per\n"
-      "               process: mpirun -np K train_fashion_mnist --backend mpi) or, in\n"
-      "               the cuda build, nccl (the default there: --workers K threads over K\n"
-      "               GPUs, or one process per GPU under mpirun); threads and mpi stage\n"
-      "               CUDA gradients through host memory (workers may share a GPU)\n"
-      "  --no-prefetch  gather each batch when it is needed, not while the previous\n"
-      "               step computes\n"
-      "  --save       write a checkpoint (model, optimizer, epoch and step) to PATH at the\n"
-      "               end of every --save-every epochs (default 1) and of the run\n"
-      "  --resume     continue the run saved in PATH from the epoch after it: the same\n"
-      "               flags then give the same numbers as a run never interrupted\n"
-      "  --ps-servers with --backend mpi: train through a parameter server; ranks\n"
-      "               0 .. S-1 serve (SGD with momentum 0.9 at a constant --lr on the\n"
-      "               servers), the others work (mpirun -np S+W)\n"
-      "  --ps-mode    sync (the update of data_parallel), async (each push applied as it\n"
-      "               arrives) or stale:N (a worker runs at most N rounds ahead)\n"
-      "  --verbose    first print meld's configuration (meld::print_configuration:\n"
-      "               version, compiler, instruction sets, threads, backends)\n"
-      "  --trace      record what meld does (operations per stream, waits, data_parallel's\n"
-      "               forward, backward and bucket allreduces per worker) and write it to\n"
-      "               FILE as a Chrome trace (ui.perfetto.dev, chrome://tracing); under\n"
-      "               mpirun, rank r > 0 writes FILE.r. Best with --epochs 1 --limit N\n"
-      "  --bucket-kb  data_parallel's gradient buckets, in KiB (default 25600: the MLP's\n"
-      "               gradients in one bucket; smaller ones overlap backward)\n",
-      backend_name, policy_name, fashion_mnist::default_directory);
-  std::exit(problem.empty() ? 0 : 2);
-}
-
-template <class Int>
-Int parse_int(const std::string& flag, const std::string& v, Int lo, Int hi) {
-  char* end = nullptr;
-  errno = 0;
-  const long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno != 0 || x < static_cast<long long>(lo) ||
-      x > static_cast<long long>(hi))
-    usage(flag + " expects an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-          "], not '" + v + "'");
-  return static_cast<Int>(x);
-}
-
-options parse(int argc, char** argv) {
-  options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "-h" || flag == "--help") usage("");
-    if (flag == "--no-prefetch") {
-      o.prefetch = false;
-      continue;
-    }
-    if (flag == "--verbose") {
-      o.verbose = true;
-      continue;
-    }
-    // --flag=value, or --flag value.
-    std::string v;
-    if (const auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      v = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    } else {
-      if (i + 1 >= argc)
-        usage(flag.rfind("--", 0) == 0 ? flag + " needs a value"
-                                       : "unknown argument '" + flag + "'");
-      v = argv[++i];
-    }
-    if (flag == "--model") {
-      if (v != "mlp" && v != "lenet") usage("--model must be mlp or lenet, not '" + v + "'");
-      o.model = v;
-    } else if (flag == "--epochs") {
-      o.epochs = parse_int<int>(flag, v, 1, 100000);
-    } else if (flag == "--batch") {
-      o.batch = parse_int<index_t>(flag, v, 1, 1 << 20);
-    } else if (flag == "--lr") {
-      char* end = nullptr;
-      const double x = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(x > 0) || !std::isfinite(x))
-        usage("--lr expects a positive number, not '" + v + "'");
-      o.lr = x;
-    } else if (flag == "--seed") {
-      o.seed = parse_int<std::uint64_t>(flag, v, 0, std::uint64_t(1) << 62);
-    } else if (flag == "--threads") {
-      o.threads = parse_int<int>(flag, v, 1, 1024);
-    } else if (flag == "--optimizer") {
-      if (v != "sgd" && v != "adam") usage("--optimizer must be sgd or adam, not '" + v + "'");
-      o.optimizer = v;
-    } else if (flag == "--log") {
-      o.log = v;
-    } else if (flag == "--data") {
-      o.data = v;
-    } else if (flag == "--trace") {
-      if (v.empty()) usage("--trace needs a path");
-      o.trace = v;
-    } else if (flag == "--save") {
-      if (v.empty()) usage("--save needs a path (an empty one would save nothing)");
-      o.save = v;
-    } else if (flag == "--save-every") {
-      o.save_every = parse_int<int>(flag, v, 1, 100000);
-    } else if (flag == "--resume") {
-      if (v.empty()) usage("--resume needs a path");
-      o.resume = v;
-    } else if (flag == "--limit") {
-      o.limit = parse_int<index_t>(flag, v, 1, index_t(1) << 40);
-    } else if (flag == "--bucket-kb") {
-      o.bucket_bytes = parse_int<std::size_t>(flag, v, 1, std::size_t(1) << 30) << 10;
-    } else if (flag == "--workers") {
-      o.workers = parse_int<int>(flag, v, 1, 64);
-    } else if (flag == "--ps-servers") {
-      o.ps_servers = parse_int<int>(flag, v, 1, 4096);
-    } else if (flag == "--ps-mode") {
-      try {
-        (void)meld::ps_mode::parse(v);
-      } catch (const std::invalid_argument& e) {
-        usage(std::string("--ps-mode: ") + e.what());
-      }
-      o.ps_mode = v;
-    } else if (flag == "--backend") {
-      if (v != "threads" && v != "mpi" && v != "nccl")
-        usage("--backend must be threads, mpi or nccl, not '" + v + "'");
-      if (v == "nccl" && host_comms)
-        usage(std::string("--backend nccl: this build trains on the ") + backend_name +
-              " backend; meld::nccl_comm moves CUDA tensors: use train_fashion_mnist_cuda");
-      o.backend = v;
-    } else {
-      usage("unknown option '" + flag + "'");
-    }
-  }
-  if (o.ps_servers > 0 && o.backend != "mpi")
-    usage("--ps-servers needs --backend mpi (servers and workers are MPI processes)");
-  if (o.ps_servers > 0 && (!o.save.empty() || !o.resume.empty() || o.optimizer != "sgd"))
-    usage(
-        "--ps-servers: the servers run SGD with momentum; --save, --resume and --optimizer are "
-        "for data_parallel training");
-  if (o.backend == "mpi" && o.workers != 1)
-    usage("--workers is for --backend threads or nccl; under mpi the worker count is mpirun's -np");
-  return o;
 }
 
 // The MLP of the issue: 784-256-128-10 with ReLU.
@@ -340,20 +157,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string format_duration(double s) {
-  char buf[32];
-  if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s / 3600), int(std::fmod(s, 3600) / 60));
-  else if (s >= 60)
-    std::snprintf(buf, sizeof buf, "%dm%02ds", int(s / 60), int(std::fmod(s, 60)));
-  else
-    std::snprintf(buf, sizeof buf, "%.1fs", s);
-  return buf;
-}
-
 // Correct predictions added up on the devices, one count per device (data_parallel's workers run
 // the loss concurrently, each on its own device, or several on one: hence the lock around the
-// enqueueing). Read once, when it is printed.
+// enqueueing). Read when it is printed. The samples counted are known on the host: under MPI this
+// process counts its own shards only, and the running accuracy is theirs.
 class correct_counter {
  public:
   correct_counter() : counts_(static_cast<std::size_t>(meld::device_count<backend>())) {}
@@ -365,20 +172,32 @@ class correct_counter {
       total = std::move(c);
     else
       total += c;
+    samples_ += logits.shape()[0];
   }
-  // The sum over the devices (one transfer each), and a fresh start.
+  // The fraction counted correct so far (0 before any sample): one transfer per device.
+  double accuracy() {
+    std::lock_guard lock(mutex_);
+    return samples_ > 0 ? static_cast<double>(sum()) / static_cast<double>(samples_) : 0.0;
+  }
+  // The sum over the devices, and a fresh start.
   std::int64_t take() {
-    std::int64_t sum = 0;
-    for (auto& c : counts_) {
-      if (c.size()) sum += meld::to<meld::cpu<>>(c)(0);
-      c = device_labels();
-    }
-    return sum;
+    std::lock_guard lock(mutex_);
+    const std::int64_t s = sum();
+    for (auto& c : counts_) c = device_labels();
+    samples_ = 0;
+    return s;
   }
 
  private:
+  std::int64_t sum() const {
+    std::int64_t s = 0;
+    for (const auto& c : counts_)
+      if (c.size()) s += meld::to<meld::cpu<>>(c)(0);
+    return s;
+  }
   std::mutex mutex_;
   std::vector<device_labels> counts_;
+  index_t samples_ = 0;
 };
 
 // Accuracy and mean loss of the model on a data set, in evaluation mode, in batches copied to the
@@ -392,6 +211,7 @@ evaluation evaluate(Model& model, const fashion_mnist::dataset& d, bool show_pro
   constexpr index_t batch = 256;  // activations stay small enough to be reused, not re-faulted
   correct_counter correct;
   nn::loss_value<float, backend> loss;
+  console::line line(stderr);
   for (index_t first = 0; first < d.size(); first += batch) {
     const index_t count = std::min(batch, d.size() - first);
     const device_tensor images =
@@ -401,10 +221,12 @@ evaluation evaluate(Model& model, const fashion_mnist::dataset& d, bool show_pro
     const device_tensor logits = model.forward(images);
     correct.add(logits, labels);
     loss += nn::cross_entropy(logits, labels);
-    if (show_progress && (first / batch) % 8 == 0)
-      std::fprintf(stderr, "\revaluating  %3d%%", int(100 * (first + count) / d.size()));
+    if (show_progress && (first / batch) % 8 == 0) {
+      const double done = static_cast<double>(first + count) / static_cast<double>(d.size());
+      line.draw("evaluating", done, {std::to_string(static_cast<int>(100 * done)) + "%"});
+    }
   }
-  if (show_progress) std::fprintf(stderr, "\r                \r");
+  line.clear();
   model.train(true);
   return {static_cast<double>(correct.take()) / static_cast<double>(d.size()), loss.get()};
 }
@@ -438,9 +260,9 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
   if (leader && !o.log.empty()) {
     log = std::fopen(o.log.c_str(), "w");
     if (!log) throw std::runtime_error("cannot write " + o.log + ": " + std::strerror(errno));
-    std::fprintf(log, "epoch,train_loss,test_loss,train_acc,test_acc,samples_per_sec,seconds\n");
+    std::fprintf(log, "epoch,train_loss,test_loss,train_acc,test_acc,samples_per_sec,seconds,lr\n");
   }
-  const bool tty = leader && isatty(fileno(stderr));
+  const bool tty = leader && console::is_terminal(stderr);
   const index_t n = train_set.size();
   const index_t batches = (n + o.batch - 1) / o.batch;
   const index_t total_batches = batches * o.epochs;
@@ -480,21 +302,30 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
                                                  progress.epochs_done, " epochs; --epochs ",
                                                  o.epochs, " asks for no more"));
   }
+  // The learning rate of a step: cosine decay over the whole run, per step, or constant.
+  const auto lr_at = [&](int epoch, index_t b) {
+    if (!cosine) return base_lr;
+    const double t = static_cast<double>((epoch - 1) * batches + b) / total_batches;
+    return base_lr * 0.5 * (1 + std::cos(3.141592653589793 * t));
+  };
+  // The time left counts the evaluations of the test set too: the last one measured, or before
+  // any, a guess from the training rate (a forward pass is about a third of a training step's
+  // forward, backward and update).
+  double evaluation_seconds = -1;
+  const auto run_start = std::chrono::steady_clock::now();
+  console::line line(stderr);
   for (int epoch = static_cast<int>(progress.epochs_done) + 1; epoch <= o.epochs; ++epoch) {
     const meld::trace_range traced_epoch("epoch", "train", {"epoch", epoch});
     const auto epoch_start = std::chrono::steady_clock::now();
     order = shuffled(n, o.seed * 1000003 + static_cast<std::uint64_t>(epoch));
     if (!gather_in_workers) pipeline.start_epoch(order);
     typename DP::loss_type epoch_loss;
-    double epoch_train = 0, last_report = 0;
+    double last_report = 0;
     index_t done = 0;
+    const double epoch_lr = lr_at(epoch, 0);
     for (index_t b = 0; b < batches; ++b) {
-      if (cosine) {  // cosine decay over the whole run, per step
-        const double progress = static_cast<double>((epoch - 1) * batches + b) / total_batches;
-        opt.set_lr(base_lr * 0.5 * (1 + std::cos(3.141592653589793 * progress)));
-      }
+      if (cosine) opt.set_lr(lr_at(epoch, b));
       const meld::trace_range traced_step("train step", "train", {"batch", b});
-      const auto step_start = std::chrono::steady_clock::now();
       const index_t first = b * o.batch, count = std::min(o.batch, n - first);
       // Shards, forward and backward on every worker, gradients averaged over the whole batch.
       if (gather_in_workers) {
@@ -515,36 +346,57 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
       }
       progress.step();
       ++progress.steps_done;
-      epoch_train += seconds_since(step_start);
       done += count;
-      // Progress: in place on a terminal, four lines per epoch otherwise.
+      // Progress: in place on a terminal (four times a second), four plain lines per epoch
+      // otherwise (logs).
+      const double elapsed = seconds_since(epoch_start);
       const bool report =
-          leader && (tty ? (epoch_train - last_report > 0.25 || b + 1 == batches)
+          leader && (tty ? (elapsed - last_report > 0.25 || b + 1 == batches)
                          : (4 * (b + 1) / batches != 4 * b / batches && b + 1 != batches));
-      if (report) {
-        last_report = epoch_train;
-        const double rate = static_cast<double>(done) / epoch_train;
-        const double left =
-            (static_cast<double>(n - done) + static_cast<double>(n) * (o.epochs - epoch)) / rate;
-        std::fprintf(stderr, "%sepoch %d/%d  %3d%%  loss %.4f  %.0f samples/s  %s left%s",
-                     tty ? "\r" : "", epoch, o.epochs, int(100 * done / n), epoch_loss.get(), rate,
-                     format_duration(left).c_str(), tty ? "   " : "\n");
+      if (!report) continue;
+      last_report = elapsed;
+      const double rate = static_cast<double>(done) / elapsed;
+      const double evaluation_time = evaluation_seconds >= 0
+                                         ? evaluation_seconds
+                                         : static_cast<double>(test_set.size()) / (3 * rate);
+      const double left =
+          (static_cast<double>(n - done) + static_cast<double>(n) * (o.epochs - epoch)) / rate +
+          evaluation_time * (o.epochs - epoch + 1);
+      if (tty) {
+        char step[48], times[64], loss_text[32], acc[32], speed[40];
+        std::snprintf(step, sizeof step, "%lld/%lld", static_cast<long long>(b + 1),
+                      static_cast<long long>(batches));
+        std::snprintf(times, sizeof times, "%s elapsed, %s left",
+                      console::duration(seconds_since(run_start)).c_str(),
+                      console::duration(left).c_str());
+        std::snprintf(loss_text, sizeof loss_text, "loss %.4f", epoch_loss.get());
+        std::snprintf(acc, sizeof acc, "acc %.4f", correct.accuracy());
+        std::snprintf(speed, sizeof speed, "%.0f samples/s", rate);
+        line.draw("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs),
+                  static_cast<double>(done) / static_cast<double>(n),
+                  {step, times, loss_text, acc, speed});
+      } else {
+        std::fprintf(stderr, "epoch %d/%d  %3d%%  loss %.4f  acc %.4f  %.0f samples/s  %s left\n",
+                     epoch, o.epochs, int(100 * done / n), epoch_loss.get(), correct.accuracy(),
+                     rate, console::duration(left).c_str());
         std::fflush(stderr);
       }
     }
-    if (tty) std::fprintf(stderr, "\n");
+    line.finish();
     // The step time includes the device's work: wait for it before stopping the clock.
     meld::synchronize();
-    epoch_train = seconds_since(epoch_start);
+    const double epoch_train = seconds_since(epoch_start);
     train_seconds += epoch_train;
     trained += n;
     const double train_loss = epoch_loss.get();
     const double train_acc =
         sum_over_processes(static_cast<double>(correct.take())) / static_cast<double>(n);
+    const auto evaluation_start = std::chrono::steady_clock::now();
     const evaluation test = [&] {
       const meld::trace_range traced("evaluate", "train");
       return evaluate(model, test_set, tty);
     }();
+    evaluation_seconds = seconds_since(evaluation_start);
     test_acc = test.accuracy;
     progress.epochs_done = epoch;
     if (leader && !o.save.empty() && (epoch % o.save_every == 0 || epoch == o.epochs))
@@ -557,8 +409,9 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
         epoch, o.epochs, train_loss, test.loss, train_acc, test_acc, rate, took);
     std::fflush(stdout);
     if (log) {
-      std::fprintf(log, "%d,%.6f,%.6f,%.6f,%.6f,%.1f,%.3f\n", epoch, train_loss, test.loss,
-                   train_acc, test_acc, rate, took);
+      // The learning rate of the epoch's first step (sgd's cosine decay: base_lr, then lower).
+      std::fprintf(log, "%d,%.6f,%.6f,%.6f,%.6f,%.1f,%.3f,%.6g\n", epoch, train_loss, test.loss,
+                   train_acc, test_acc, rate, took, epoch_lr);
       std::fflush(log);
     }
   }
@@ -741,8 +594,11 @@ int run_ps(const Make& make, const options& o, const fashion_mnist::dataset& tra
       MPI_Allreduce(&x, &total, 1, MPI_DOUBLE, MPI_SUM, workers);
       return total;
     };
+    // The schedule is the servers' (on_the_servers::set_lr does nothing): train() computes it per
+    // step only for the log, where it is the rate the servers apply (in async mode, each of the
+    // W workers' pushes counts as 1/W of a step of the schedule).
     const int status =
-        train(step, model, opt, lr, false, o, train_set, test_set, sum, ps.worker_index() == 0);
+        train(step, model, opt, lr, true, o, train_set, test_set, sum, ps.worker_index() == 0);
     ps.close();
     MPI_Comm_free(&workers);
     return status;
@@ -791,7 +647,12 @@ int run(const Make& make, const options& o, const fashion_mnist::dataset& train_
 }  // namespace
 
 int main(int argc, char** argv) {
-  const options o = parse(argc, argv);
+  options defaults;
+  defaults.data = fashion_mnist::default_directory;
+  defaults.backend = !host_comms && with_nccl ? "nccl" : "threads";
+  defaults.bucket_bytes = meld::data_parallel_options{}.bucket_bytes;
+  const options o =
+      train_cli::parse(argc, argv, std::move(defaults), {backend_name, policy_name, host_comms});
 #if defined(MELD_WITH_MPI)
   // Outside the try block: an error is printed before MPI ends (after a failed collective,
   // finalizing can crash, and the message would be lost).
@@ -841,9 +702,9 @@ int main(int argc, char** argv) {
     if (rank == 0)  // one report, from rank 0
       std::printf(
           "fashion-mnist: %lld training and %lld test images from %s (%.1fs); model %s, "
-          "%d epochs, batch %lld, %s, seed %llu, %d worker%s (%s) of %d thread%s\n",
+          "%d epoch%s, batch %lld, %s, seed %llu, %d worker%s (%s) of %d thread%s\n",
           static_cast<long long>(train_set.size()), static_cast<long long>(test_set.size()),
-          o.data.c_str(), seconds_since(t0), o.model.c_str(), o.epochs,
+          o.data.c_str(), seconds_since(t0), o.model.c_str(), o.epochs, o.epochs == 1 ? "" : "s",
           static_cast<long long>(o.batch), o.optimizer.c_str(),
           static_cast<unsigned long long>(o.seed), workers, workers == 1 ? "" : "s",
           o.backend.c_str(), meld::num_threads(), meld::num_threads() == 1 ? "" : "s");

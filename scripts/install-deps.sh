@@ -10,6 +10,7 @@ packages=(
   libxsimd-dev                            # the one required dependency
   catch2 libbenchmark-dev                 # tests and benchmarks
   zlib1g-dev dataset-fashion-mnist        # the training example and its data
+  libcli11-dev                            # the training example's command line
   libopenmpi-dev openmpi-bin              # the MPI communicator
   libopenblas-dev libeigen3-dev libxtensor-dev  # the peers the benchmarks compare against
   python3-numpy python3-matplotlib        # reference results and training plots

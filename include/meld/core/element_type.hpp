@@ -18,10 +18,14 @@ struct is_element_type
     : std::bool_constant<std::is_same_v<T, float> || std::is_same_v<T, double> ||
                          std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>> {};
 
+/// A type a tensor stores (const or not): float, double, std::int32_t, std::int64_t, and what a
+/// backend adds through is_element_type. The kernels, and the element codes that communicators
+/// and checkpoints record, exist for these only.
 template <class T>
 concept element_type = is_element_type<std::remove_const_t<T>>::value;
 
-// Scalars that mix with expressions: any arithmetic type, bool included.
+/// A scalar that mixes with expressions (`2.f * x`, `x + 1`): any arithmetic type, bool
+/// included. It takes the element type of the expression it meets.
 template <class S>
 concept scalar_type = std::is_arithmetic_v<std::remove_cvref_t<S>>;
 

@@ -229,14 +229,24 @@ std::string ranks_str(const Range& ranks) {
 
 }  // namespace detail::dist
 
-// What an asynchronous collective returns.
+/// What an asynchronous collective returns: `wait()` returns once the collective has completed on
+/// this rank (rethrowing its error), `ready()` says whether it has, without blocking. The buffers
+/// must stay alive and untouched until then.
 template <class R>
 concept comm_request_type = requires(R& r) {
   r.wait();
   { r.ready() } -> std::convertible_to<bool>;
 };
 
-// The communicator concept (checked with float buffers; backends take every element type).
+/// A communicator: a group of `size()` ranks (this one is `rank()`) that run the collectives
+/// together, in the same order on every rank (this header's opening comment says what each
+/// does): allreduce, broadcast, reduce_scatter, allgather and barrier, each also as an `_async`
+/// form that returns a comm_request_type. `next_sequence()` is the number the next collective
+/// will carry, and `abort(reason)` marks the group failed, so that peers waiting in a collective
+/// throw comm_error naming this rank instead of hanging. data_parallel trains over any of them:
+/// thread_comm, mpi_comm and nccl_comm, each of which checks itself with
+/// `static_assert(meld::communicator<...>)`. Checked with float buffers here; the communicators
+/// take every element type.
 template <class C>
 concept communicator = requires(C& c, std::span<float> buf, std::span<const float> in, int root) {
   { c.rank() } -> std::convertible_to<int>;

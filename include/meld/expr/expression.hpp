@@ -17,6 +17,9 @@ namespace meld {
 /// Base of every expression node and of tensors and views (which are leaf expressions).
 struct expression_tag {};
 
+/// An expression: a tensor, a view, or a node built from them by meld's operators and functions
+/// (anything derived from expression_tag). meld's operators and math functions apply only where
+/// an operand is an expression, so that they never capture `a + b` over other types.
 template <class E>
 concept expression = std::derived_from<std::remove_cvref_t<E>, expression_tag>;
 

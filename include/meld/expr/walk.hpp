@@ -27,6 +27,8 @@
 
 namespace meld {
 
+/// An expression with operands (a node, not a leaf): its `transform(f)` rebuilds it over f
+/// applied to each operand, which is how transform_leaves walks a tree down to its leaves.
 template <class E>
 concept composite_expression = std::remove_cvref_t<E>::composite;
 

@@ -30,7 +30,11 @@ struct gradient_ready_hook {
   }
 };
 
-// A model that reports when each gradient is final.
+/// A model that reports when each gradient is final: besides backward(g), it has
+/// `backward(g, hook)`, which calls hook(grad) for each parameter gradient (a tensor its
+/// visit_parameters hands out) as soon as backward has finished writing it. data_parallel then
+/// starts each gradient bucket's allreduce while backward continues below it; with a model
+/// without the overload, every bucket waits for the whole backward. nn::sequential is one.
 template <class M>
 concept reports_ready_gradients = model<M> &&
     requires(M& m, const tensor<typename M::value_type, typename M::backend_type>& g,

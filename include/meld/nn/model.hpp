@@ -30,17 +30,28 @@ struct buffer_visitor_archetype {
   void operator()(std::string_view, tensor<T, B>&) const {}
 };
 
-// A model maps a batch (axis 0 is the batch) to outputs and back-propagates:
-//   using value_type, backend_type          element type and backend of its tensors
-//   forward(x)        -> the output for input x (keeps what backward needs)
-//   backward(g)       -> the gradient w.r.t. the last forward's input, given the gradient w.r.t.
-//                        its output; ADDS the parameters' gradients into their grad tensors
-//                        (so that gradients accumulate over micro-batches until zero_grad)
-//   visit_parameters(f)  calls f(name, param, grad) for every parameter, always in the same order
-//   visit_buffers(f)     calls f(name, buffer) for every non-trained state tensor (may be none)
-//   zero_grad()       sets every gradient to 0
-//   train(bool)       switches training / evaluation behaviour (dropout, batch norm)
-//   replica()         an independent model with equal parameters and buffers (deep copy)
+/// A model: maps a batch (axis 0 is the batch) to outputs and back-propagates. What optimizers,
+/// nn::initialize, checkpoints and data_parallel train, so any type with these members works
+/// with them, not only nn::sequential (every layer is a model too):
+/// - `value_type`, `backend_type`: the element type and backend of its tensors;
+/// - `forward(x)`: the output for input x, keeping what backward needs;
+/// - `backward(g)`: the gradient w.r.t. the last forward's input, given the gradient w.r.t. its
+///   output. It adds the parameters' gradients into their grad tensors rather than overwriting
+///   them, so that gradients accumulate over micro-batches until zero_grad();
+/// - `visit_parameters(f)`: calls `f(name, param, grad)` for every parameter, always in the same
+///   order with the same names (unique within the model, e.g. "0.weight"): optimizers keep their
+///   state in that order, checkpoints match by name, and data_parallel lays out its gradient
+///   buckets by it, identically on every rank;
+/// - `visit_buffers(f)`: calls `f(name, buffer)` for every state tensor that gradients do not
+///   train (batch norm's running statistics; may be none), which checkpoints save and
+///   data_parallel broadcasts;
+/// - `zero_grad()`: sets every gradient to 0;
+/// - `train(bool)`: switches between training and evaluation behaviour (dropout, batch norm);
+/// - `replica() const`: an independent model with equal parameters and buffers (a deep copy),
+///   one per data_parallel worker.
+///
+/// Where a type falls short, `static_assert(meld::nn::require_model<M>())` names the member
+/// missing.
 template <class M>
 concept model =
     requires(M& m, const M& cm, const tensor<typename M::value_type, typename M::backend_type>& t,
@@ -59,9 +70,13 @@ concept model =
   { cm.replica() } -> std::same_as<M>;
 };
 
-// A loss maps (outputs, targets) to the mean loss over the batch and writes the gradient of that
-// mean w.r.t. the outputs into grad (resized to the outputs' shape). Targets are class indices
-// (tensor<std::int64_t>, shape {batch}) for classification, or a tensor like the outputs.
+/// A loss, as data_parallel::step and training loops call it: `loss(outputs, targets, grad)`
+/// returns the mean loss over the batch (a number, or an nn::loss_value that converts to one)
+/// and writes the gradient of that mean w.r.t. the outputs into grad, resized to the outputs'
+/// shape. The mean, not the sum: data_parallel weighs each worker's by its share of the batch,
+/// so that the averaged gradients are those of the whole batch whatever the number of workers.
+/// Targets are class indices (tensor<std::int64_t>, shape {batch}) for classification, or a
+/// tensor like the outputs. nn::cross_entropy is one.
 template <class L, class T, class B, class Targets>
 concept loss = requires(const L& loss, const tensor<T, B>& out, const Targets& targets,
                         tensor<T, B>& grad) {

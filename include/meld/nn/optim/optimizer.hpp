@@ -35,6 +35,17 @@ struct state_visitor_archetype {
   void operator()(std::string_view, std::int64_t&) const {}
 };
 
+/// An optimizer, as training loops and checkpoints use it:
+/// - `model_type`: the model it updates (an nn::model);
+/// - `step()`: updates every parameter of the model from its gradient;
+/// - `zero_grad()`: sets the model's gradients to 0;
+/// - `visit_state(f)`: calls `f(name, tensor&)` for every state tensor (momentum, Adam's moments)
+///   and `f(name, std::int64_t&)` for every counter (steps taken), in a fixed order, with names
+///   unique and starting with the optimizer's kind ("sgd.", "adam."). nn::save_checkpoint and
+///   nn::load_checkpoint go through it, so that a resumed run continues with the state it had.
+///
+/// optim::sgd and optim::adam are optimizers; a wrapper that adds state of its own (a run's
+/// progress) is one too when its visit_state visits the wrapped optimizer's state and its own.
 template <class O>
 concept optimizer = requires(O& o) {
   typename O::model_type;
