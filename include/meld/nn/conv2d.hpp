@@ -6,7 +6,8 @@
 // {in kh kw, batch oh ow}, computed by meld::matmul; backward is two more products (dW = g col^T
 // and dcol = W^T g) and col2im. The batch is processed in chunks whose columns stay in cache (2^18
 // floats, 1 MiB: still in L2 when the product packs them), and backward rebuilds the columns
-// instead of keeping them between the passes.
+// instead of keeping them between the passes. The computation is conv2d_kernel, which
+// autograd::conv2d shares with the layer.
 #pragma once
 
 #include <algorithm>
@@ -41,8 +42,130 @@ struct conv2d_options {
   std::uint64_t seed = 0;
 };
 
+/// The computation of a 2-d convolution, shared by nn::conv2d and autograd::conv2d (one home for
+/// the im2col chunks, the products and col2im): x {batch, in, h, w} with w {out, in, kh, kw} and
+/// an optional bias {out}. Holds the geometry and scratch reused between calls; a copy starts
+/// without scratch, so that copies (data-parallel replicas) never share it.
+template <class T, class B>
+class conv2d_kernel {
+ public:
+  using tensor_type = tensor<T, B>;            ///< outputs and gradients
+  using input_type = tensor_view<const T, B>;  ///< inputs, weights and biases (contiguous)
+
+  /// Columns of at most this many elements are built at a time.
+  static constexpr index_t column_budget = index_t(1) << 18;
+
+  /// Kernel, stride and padding, with `name` the layer's in messages. Throws std::invalid_argument
+  /// for a kernel or stride below 1 or a negative padding.
+  conv2d_kernel(std::string name, size2 kernel, size2 stride, size2 padding)
+      : name_(std::move(name)), geometry_{kernel, stride, padding} {
+    geometry_.validate(name_);
+  }
+  /// The geometry and name; no scratch.
+  conv2d_kernel(const conv2d_kernel& other) : name_(other.name_), geometry_(other.geometry_) {}
+  /// The geometry and name; no scratch.
+  conv2d_kernel& operator=(const conv2d_kernel& other) {
+    name_ = other.name_;
+    geometry_ = other.geometry_;
+    return *this;
+  }
+  conv2d_kernel(conv2d_kernel&&) noexcept = default;             ///< moves
+  conv2d_kernel& operator=(conv2d_kernel&&) noexcept = default;  ///< moves
+
+  /// x {batch, in, h, w} -> {batch, out, oh, ow}, adding bias {out} unless it is null. Throws
+  /// shape_error for shapes that do not fit.
+  tensor_type forward(const input_type& x, const input_type& w, const input_type* bias) {
+    check_weight(w, bias);
+    detail::expect_image_batch(name_, x.shape(), w.shape()[1]);
+    const detail::planes p = planes_of(x.shape());
+    const index_t n = x.shape()[0], out = w.shape()[0], k = w.size() / out;
+    const index_t l = p.out_h * p.out_w, chunk = chunk_size(n, k * l);
+    tensor_type y({n, out, p.out_h, p.out_w}, uninitialized);
+    const auto w2 = w.reshape({out, k});
+    for (index_t n0 = 0; n0 < n; n0 += chunk) {
+      const index_t m = std::min(chunk, n - n0);
+      window_ops<B>::im2col(x.slice(range(n0, n0 + m)), m, p, geometry_, columns(k, m * l));
+      product_ = matmul(w2, col_);  // {out, m oh ow}
+      // To {m, out, oh, ow}, adding the bias on the way.
+      auto product = product_.reshape({out, m, l}).permute({1, 0, 2});
+      auto y_chunk = y.slice(range(n0, n0 + m)).reshape({m, out, l});
+      if (bias)
+        y_chunk = product + bias->reshape({1, out, 1});
+      else
+        y_chunk = product;
+    }
+    return y;
+  }
+
+  /// Given forward's x and w and the output gradient g, adds the input's gradient into dx (of x's
+  /// shape), the weight's into dw and the bias's into db, skipping the null ones. Throws
+  /// shape_error for a gradient of another shape than forward's output.
+  void backward(const input_type& x, const input_type& w, const tensor_type& g, tensor_type* dx,
+                tensor_type* dw, tensor_type* db) {
+    const detail::planes p = planes_of(x.shape());
+    const index_t n = x.shape()[0], out = w.shape()[0], k = w.size() / out;
+    const index_t l = p.out_h * p.out_w, chunk = chunk_size(n, k * l);
+    detail::expect_shape(name_, "the output gradient", g.shape(), {n, out, p.out_h, p.out_w});
+    const auto w2 = w.reshape({out, k});
+    for (index_t n0 = 0; n0 < n; n0 += chunk) {
+      const index_t m = std::min(chunk, n - n0);
+      // The output gradient as {out, m oh ow}, the layout of the forward product.
+      grad_chunk_ = g.slice(range(n0, n0 + m)).reshape({m, out, l}).permute({1, 0, 2});
+      const auto g2 = grad_chunk_.reshape({out, m * l});
+      if (dw) {  // dW += g col^T, the columns rebuilt rather than kept since forward
+        window_ops<B>::im2col(x.slice(range(n0, n0 + m)), m, p, geometry_, columns(k, m * l));
+        gemm(T(1), g2, col_.transpose(), T(1), dw->reshape({out, k}));
+      }
+      if (db) *db += meld::sum(g2, 1);
+      if (dx) {
+        product_ = matmul(w2.transpose(), g2);  // dcol = W^T g: {in kh kw, m oh ow}
+        window_ops<B>::col2im_add(std::as_const(product_).view(), m, p, geometry_,
+                                  dx->slice(range(n0, n0 + m)));
+      }
+    }
+  }
+
+  /// Kernel rows and columns.
+  size2 kernel() const { return geometry_.kernel; }
+  /// Stride over rows and columns.
+  size2 stride() const { return geometry_.stride; }
+  /// Padding of rows and columns.
+  size2 padding() const { return geometry_.padding; }
+  /// The name in messages.
+  const std::string& name() const { return name_; }
+
+ private:
+  void check_weight(const input_type& w, const input_type* bias) const {
+    if (w.rank() != 4 || w.shape()[0] < 1 || w.shape()[2] != geometry_.kernel.h ||
+        w.shape()[3] != geometry_.kernel.w)
+      throw shape_error(detail::cat(name_, ": a weight of shape ", w.shape(), " for a ",
+                                    geometry_.kernel.h, "x", geometry_.kernel.w,
+                                    " kernel, expected {out, in, kh, kw}"));
+    if (bias && !(bias->shape() == shape_t{w.shape()[0]}))
+      throw shape_error(detail::cat(name_, ": a bias of shape ", bias->shape(), " for ",
+                                    w.shape()[0], " output channels"));
+  }
+  detail::planes planes_of(const shape_t& s) const {
+    return {s[1], s[2], s[3], geometry_.out_h(name_, s[2]), geometry_.out_w(name_, s[3])};
+  }
+  // The column scratch as a {rows, cols} matrix (reallocated only when the shape changes).
+  tensor_view<T, B> columns(index_t rows, index_t cols) {
+    if (!(col_.shape() == shape_t{rows, cols})) col_ = tensor_type({rows, cols}, uninitialized);
+    return col_.view();
+  }
+  static index_t chunk_size(index_t batch, index_t per_sample) {
+    return std::clamp<index_t>(column_budget / std::max<index_t>(per_sample, 1), 1,
+                               std::max<index_t>(batch, 1));
+  }
+
+  std::string name_;
+  detail::window2d geometry_;
+  // Scratch reused between calls (never part of a copy, a replica or a checkpoint).
+  tensor_type col_, product_, grad_chunk_;
+};
+
 /// A 2-D convolution (cross-correlation, as in PyTorch) of {batch, in_channels, h, w} inputs with
-/// out_channels kernels of size kernel, computed as im2col plus a matrix product.
+/// out_channels kernels of size kernel, computed as im2col plus a matrix product (conv2d_kernel).
 template <class T = float, class B = cpu<>>
 class conv2d : public weighted_layer<T, B> {
   using base = weighted_layer<T, B>;
@@ -51,7 +174,7 @@ class conv2d : public weighted_layer<T, B> {
   using typename base::tensor_type;
 
   /// Columns of at most this many elements are built at a time.
-  static constexpr index_t column_budget = index_t(1) << 18;
+  static constexpr index_t column_budget = conv2d_kernel<T, B>::column_budget;
 
   /// weight {out_channels, in_channels, kh, kw}, bias {out_channels}. Throws std::invalid_argument
   /// for channel counts below 1 and an invalid kernel, stride or padding.
@@ -62,10 +185,9 @@ class conv2d : public weighted_layer<T, B> {
              options.bias),
         in_(in_channels),
         out_(out_channels),
-        geometry_{kernel, options.stride, options.padding} {
+        kernel_(this->name_, kernel, options.stride, options.padding) {
     if (in_channels <= 0 || out_channels <= 0)
       throw std::invalid_argument(detail::cat(this->name_, ": channel counts must be positive"));
-    geometry_.validate(this->name_);
     this->init_parameters({out_, in_, kernel.h, kernel.w}, out_);
     rng gen(options.seed);
     kaiming_uniform{1 / std::sqrt(3.0)}(this->weight_, gen);
@@ -73,25 +195,10 @@ class conv2d : public weighted_layer<T, B> {
 
   /// x: {batch, in, h, w} -> {batch, out, oh, ow}.
   tensor_type forward(const tensor_type& x) {
-    detail::expect_image_batch(this->name_, x.shape(), in_);
-    const detail::planes p = geometry(x.shape());
-    const index_t n = x.shape()[0], k = patch_size(), l = p.out_h * p.out_w;
-    const index_t chunk = chunk_size(n, k * l);
+    const tensor_view<const T, B> b = std::as_const(this->bias_).view();
+    tensor_type y = kernel_.forward(x.view(), std::as_const(this->weight_).view(),
+                                    this->has_bias_ ? &b : nullptr);
     input_.save(x);
-    tensor_type y({n, out_, p.out_h, p.out_w}, uninitialized);
-    const auto w2 = this->weight_.reshape({out_, k});
-    for (index_t n0 = 0; n0 < n; n0 += chunk) {
-      const index_t m = std::min(chunk, n - n0);
-      window_ops<B>::im2col(samples(x, n0, m), m, p, geometry_, columns(k, m * l));
-      product_ = matmul(w2, col_);  // {out, m oh ow}
-      // To {m, out, oh, ow}, adding the bias on the way.
-      auto product = product_.reshape({out_, m, l}).permute({1, 0, 2});
-      auto y_chunk = y.slice(range(n0, n0 + m)).reshape({m, out_, l});
-      if (this->has_bias_)
-        y_chunk = product + this->bias_.reshape({1, out_, 1});
-      else
-        y_chunk = product;
-    }
     return y;
   }
 
@@ -102,36 +209,18 @@ class conv2d : public weighted_layer<T, B> {
   /// is returned.
   tensor_type backward(const tensor_type& grad_output, bool input_gradient) {
     const auto& x = input_.get(this->name_);
-    const detail::planes p = geometry(x.shape());
-    const index_t n = x.shape()[0], k = patch_size(), l = p.out_h * p.out_w;
-    const index_t chunk = chunk_size(n, k * l);
-    detail::expect_shape(this->name_, "the output gradient", grad_output.shape(),
-                         {n, out_, p.out_h, p.out_w});
     tensor_type dx;
     if (input_gradient) dx = tensor_type(x.shape());
-    const auto w2 = this->weight_.reshape({out_, k});
-    auto dw2 = this->weight_grad_.reshape({out_, k});
-    for (index_t n0 = 0; n0 < n; n0 += chunk) {
-      const index_t m = std::min(chunk, n - n0);
-      window_ops<B>::im2col(samples(x, n0, m), m, p, geometry_, columns(k, m * l));
-      // The output gradient as {out, m oh ow}, the layout of the forward product.
-      grad_chunk_ = grad_output.slice(range(n0, n0 + m)).reshape({m, out_, l}).permute({1, 0, 2});
-      const auto g2 = grad_chunk_.reshape({out_, m * l});
-      gemm(T(1), g2, col_.transpose(), T(1), dw2);  // dW += g col^T
-      if (this->has_bias_) this->bias_grad_ += meld::sum(g2, 1);
-      if (input_gradient) {
-        product_ = matmul(w2.transpose(), g2);  // dcol = W^T g: {in kh kw, m oh ow}
-        window_ops<B>::col2im_add(std::as_const(product_).view(), m, p, geometry_,
-                                  dx.slice(range(n0, n0 + m)));
-      }
-    }
+    kernel_.backward(x, std::as_const(this->weight_).view(), grad_output,
+                     input_gradient ? &dx : nullptr, &this->weight_grad_,
+                     this->has_bias_ ? &this->bias_grad_ : nullptr);
     return dx;
   }
 
   /// A deep copy: parameters, gradients and mode (never what forward saved).
   conv2d replica() const {
-    conv2d r(in_, out_, geometry_.kernel,
-             {.padding = geometry_.padding, .stride = geometry_.stride, .bias = this->has_bias_});
+    conv2d r(in_, out_, kernel_.kernel(),
+             {.padding = kernel_.padding(), .stride = kernel_.stride(), .bias = this->has_bias_});
     this->copy_parameters_to(r);
     return r;
   }
@@ -141,38 +230,16 @@ class conv2d : public weighted_layer<T, B> {
   /// Output channels.
   index_t out_channels() const { return out_; }
   /// Kernel rows and columns.
-  size2 kernel() const { return geometry_.kernel; }
+  size2 kernel() const { return kernel_.kernel(); }
   /// Stride over rows and columns.
-  size2 stride() const { return geometry_.stride; }
+  size2 stride() const { return kernel_.stride(); }
   /// Padding of rows and columns.
-  size2 padding() const { return geometry_.padding; }
+  size2 padding() const { return kernel_.padding(); }
 
  private:
-  index_t patch_size() const { return in_ * geometry_.kernel.h * geometry_.kernel.w; }
-  detail::planes geometry(const shape_t& s) const {
-    return {in_, s[2], s[3], geometry_.out_h(this->name_, s[2]),
-            geometry_.out_w(this->name_, s[3])};
-  }
-  // The column scratch as a {rows, cols} matrix (reallocated only when the shape changes).
-  tensor_view<T, B> columns(index_t rows, index_t cols) {
-    if (!(col_.shape() == shape_t{rows, cols})) col_ = tensor_type({rows, cols}, uninitialized);
-    return col_.view();
-  }
-  // Samples [n0, n0 + m) of x (contiguous).
-  template <class X>
-  static tensor_view<const T, B> samples(const X& x, index_t n0, index_t m) {
-    return x.slice(range(n0, n0 + m));
-  }
-  static index_t chunk_size(index_t batch, index_t per_sample) {
-    return std::clamp<index_t>(column_budget / std::max<index_t>(per_sample, 1), 1,
-                               std::max<index_t>(batch, 1));
-  }
-
   index_t in_, out_;
-  detail::window2d geometry_;
+  conv2d_kernel<T, B> kernel_;
   detail::saved_tensor<T, B> input_;
-  // Scratch reused between calls (never part of a replica or a checkpoint).
-  tensor_type col_, product_, grad_chunk_;
 };
 
 /// @}

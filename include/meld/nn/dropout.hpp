@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "../expr/operators.hpp"
 #include "../tensor/random.hpp"
@@ -15,6 +16,16 @@ namespace meld::nn {
 
 /// \addtogroup nn
 /// @{
+
+/// Inverted dropout's mask applied to e (an expression or tensor): e times 1 / (1 - p) where the
+/// uniform draw u (of e's shape) is >= p, else 0. Forward applies it to the input and backward to
+/// the output gradient, with the same draws; nn::dropout and autograd::dropout share it.
+template <class E, class U>
+tensor<value_t<U>, backend_t<U>> dropout_mask(E&& e, const U& u, double p) {
+  using T = value_t<U>;
+  const T keep_from = static_cast<T>(p), scale = static_cast<T>(1 / (1 - p));
+  return tensor<T, backend_t<U>>(where(u >= keep_from, std::forward<E>(e) * scale, T(0)));
+}
 
 /// Dropout: in training mode zeroes each element with probability p and scales the rest by
 /// 1 / (1 - p); in evaluation mode passes the input through. Seeded, so runs repeat.
@@ -39,8 +50,7 @@ class dropout : public stateless_layer<T, B> {
     }
     // keep_ holds uniform draws; an element is kept where its draw is >= p.
     tensor_type u = gen_.template uniform<T, B>(x.shape());
-    const T p = static_cast<T>(p_), scale = static_cast<T>(1 / (1 - p_));
-    tensor_type y = where(u >= p, x * scale, T(0));
+    tensor_type y = dropout_mask(x, u, p_);
     keep_.save(u);
     return y;
   }
@@ -52,8 +62,7 @@ class dropout : public stateless_layer<T, B> {
     if (!keep_.saved()) return tensor_type(grad_output);  // evaluation mode: the identity
     const auto& u = keep_.get(name_);
     detail::expect_shape(name_, "the output gradient", grad_output.shape(), u.shape());
-    const T p = static_cast<T>(p_), scale = static_cast<T>(1 / (1 - p_));
-    return where(u >= p, grad_output * scale, T(0));
+    return dropout_mask(grad_output, u, p_);
   }
 
   /// Restarts the mask stream (e.g. to give data-parallel replicas different masks).
