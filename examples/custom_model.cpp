@@ -1,10 +1,11 @@
 // A model of your own, written with forward only: a residual MLP with GELU (784-256-256-10, the
 // GELU a meld expression), trained on Fashion-MNIST with SGD, on one worker or several
-// (data_parallel over threads). No backward anywhere: autograd derives it, and each elementwise
-// part of forward (bias + GELU, the residual sum) has a fused backward of its own.
+// (data_parallel over threads). No backward anywhere: autograd derives it. Each linear layer is one
+// node (its weight and bias gradients added in place), and each elementwise part of forward (the
+// GELU, the residual sum) has a fused backward of its own.
 //
-//   custom_model [--epochs N] [--workers K] [--threads N] [--seed N] [--batch N] [--lr X]
-//                [--limit N] [--data DIR]
+//   custom_model [--model residual|mlp|lenet] [--epochs N] [--workers K] [--threads N] [--seed N]
+//                [--batch N] [--lr X] [--limit N] [--data DIR]
 //
 // Its last line: test_accuracy=<0.xxxx> samples_per_sec=<number>.
 #include <algorithm>
@@ -44,48 +45,88 @@ auto gelu(const X& x) {
 struct residual_gelu_mlp {
   using value_type = float;
   using backend_type = meld::cpu<>;
-  using variable = ag::variable<float>;
-  variable w1, b1, w2, b2, w3, b3;  // weights {in, out}: x w, no transposes
+  ag::layers::linear<float> fc1, fc2, fc3;  // weights drawn as PyTorch's Linear draws them
 
   explicit residual_gelu_mlp(std::uint64_t seed)
-      : w1(init({784, 256}, seed), true),
-        b1(tensor<float>({256}), true),
-        w2(init({256, 256}, seed + 1), true),
-        b2(tensor<float>({256}), true),
-        w3(init({256, 10}, seed + 2), true),
-        b3(tensor<float>({10}), true) {}
+      : fc1(784, 256, {.seed = seed}),
+        fc2(256, 256, {.seed = seed + 1}),
+        fc3(256, 10, {.seed = seed + 2}) {}
 
-  variable forward(const variable& images) {
-    variable x = ag::reshape(images, {-1, 784});
-    variable h = gelu(matmul(x, w1) + b1);
-    variable r = h + gelu(matmul(h, w2) + b2);
-    return matmul(r, w3) + b3;
+  ag::variable<float> forward(const ag::variable<float>& images) {
+    auto x = ag::reshape(images, {-1, 784});
+    ag::variable<float> h = gelu(fc1(x));
+    ag::variable<float> r = h + gelu(fc2(h));
+    return fc3(r);
   }
   template <class F>
   void parameters(F&& f) {
-    f("w1", w1), f("b1", b1), f("w2", w2), f("b2", b2), f("w3", w3), f("b3", b3);
+    ag::parameters(f, "fc1", fc1, "fc2", fc2, "fc3", fc3);
   }
-  // PyTorch's default for linear layers: U(+-1/sqrt(fan_in)).
-  static tensor<float> init(const meld::shape_t& s, std::uint64_t seed) {
-    const float bound = 1.f / std::sqrt(static_cast<float>(s[0]));
-    return meld::uniform<float>(s, -bound, bound, seed);
+};
+
+// ---- the training example's models, written with forward only ----------------------------------
+// (--model mlp|lenet: the same layers as train_fashion_mnist's hand-written ones, for comparing the
+// two and PyTorch side by side: benchmarks/lenet_vs_torch.sh)
+
+struct mlp {
+  using value_type = float;
+  using backend_type = meld::cpu<>;
+  ag::layers::linear<float> fc1, fc2, fc3;
+
+  explicit mlp(std::uint64_t seed)
+      : fc1(784, 256, {.seed = seed}),
+        fc2(256, 128, {.seed = seed + 1}),
+        fc3(128, 10, {.seed = seed + 2}) {}
+
+  ag::variable<float> forward(const ag::variable<float>& images) {
+    return fc3(relu(fc2(relu(fc1(ag::reshape(images, {-1, 784}))))));
+  }
+  template <class F>
+  void parameters(F&& f) {
+    ag::parameters(f, "fc1", fc1, "fc2", fc2, "fc3", fc3);
+  }
+};
+
+struct lenet {
+  using value_type = float;
+  using backend_type = meld::cpu<>;
+  ag::layers::conv2d<float> c1, c2;
+  ag::layers::avg_pool2d<float> pool{2};
+  ag::layers::linear<float> fc1, fc2;
+
+  explicit lenet(std::uint64_t seed)
+      : c1(1, 20, 3, {.seed = seed}),
+        c2(20, 50, 5, {.seed = seed + 1}),
+        fc1(800, 128, {.seed = seed + 2}),
+        fc2(128, 10, {.seed = seed + 3}) {}
+
+  ag::variable<float> forward(const ag::variable<float>& images) {
+    ag::variable<float> h = pool(relu(c1(ag::reshape(images, {-1, 1, 28, 28}))));
+    h = pool(relu(c2(h)));
+    return fc2(relu(fc1(ag::reshape(h, {h.shape()[0], -1}))));
+  }
+  template <class F>
+  void parameters(F&& f) {
+    ag::parameters(f, "c1", c1, "c2", c2, "fc1", fc1, "fc2", fc2);
   }
 };
 
 // ---- training: as in train_fashion_mnist, with data_parallel -----------------------------------
 
 struct options {
+  std::string model = "residual";
   int epochs = 10, workers = 1, threads = 0;
   std::uint64_t seed = 1;
   index_t batch = 256, limit = 0;
-  double lr = 0.1;
+  double lr = 0;  // 0: the model's default (0.1; LeNet 0.05, as in train_fashion_mnist)
   std::string data = fashion_mnist::default_directory;
 };
 
 [[noreturn]] void usage(const std::string& error) {
   std::fprintf(error.empty() ? stdout : stderr,
-               "%s%susage: custom_model [--epochs N] [--workers K] [--threads N] [--seed N]\n"
-               "                    [--batch N] [--lr X] [--limit N] [--data DIR]\n",
+               "%s%susage: custom_model [--model residual|mlp|lenet] [--epochs N] [--workers K]\n"
+               "                    [--threads N] [--seed N] [--batch N] [--lr X] [--limit N]\n"
+               "                    [--data DIR]\n",
                error.c_str(), error.empty() ? "" : "\n");
   std::exit(error.empty() ? 0 : 2);
 }
@@ -104,7 +145,9 @@ options parse(int argc, char** argv) {
       usage(flag + " needs a value");
     }
     try {
-      if (flag == "--epochs")
+      if (flag == "--model")
+        o.model = value;
+      else if (flag == "--epochs")
         o.epochs = std::stoi(value);
       else if (flag == "--workers")
         o.workers = std::stoi(value);
@@ -126,8 +169,11 @@ options parse(int argc, char** argv) {
       usage(flag + ": not a number: '" + value + "'");
     }
   }
-  if (o.epochs < 1 || o.workers < 1 || o.threads < 0 || o.batch < 1 || !(o.lr > 0))
+  if (o.epochs < 1 || o.workers < 1 || o.threads < 0 || o.batch < 1 || !(o.lr >= 0))
     usage("--epochs, --workers and --batch must be positive, --threads >= 0, --lr > 0");
+  if (o.model != "residual" && o.model != "mlp" && o.model != "lenet")
+    usage("--model: residual, mlp or lenet, not " + o.model);
+  if (o.lr == 0) o.lr = o.model == "lenet" ? 0.05 : 0.1;
   return o;
 }
 
@@ -144,7 +190,8 @@ double accuracy(Model& model, const fashion_mnist::dataset& d) {
   return static_cast<double>(correct) / static_cast<double>(d.size());
 }
 
-int run(const options& o) {
+template <class Net>
+int run(const options& o, Net net) {
   if (o.threads > 0) meld::set_num_threads(o.threads);
   fashion_mnist::dataset train_set =
       fashion_mnist::load(o.data, fashion_mnist::split::train, o.limit);
@@ -153,7 +200,7 @@ int run(const options& o) {
   fashion_mnist::standardize(train_set, s);
   fashion_mnist::standardize(test_set, s);
 
-  ag::module model(residual_gelu_mlp(o.seed));
+  ag::module model(std::move(net));
   model.requires_input_grad(false);  // the data needs no gradient
   meld::thread_group group(o.workers);
   meld::data_parallel dp(model, group);
@@ -194,7 +241,10 @@ int run(const options& o) {
 
 int main(int argc, char** argv) {
   try {
-    return run(parse(argc, argv));
+    const options o = parse(argc, argv);
+    if (o.model == "mlp") return run(o, mlp(o.seed));
+    if (o.model == "lenet") return run(o, lenet(o.seed));
+    return run(o, residual_gelu_mlp(o.seed));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "custom_model: %s\n", e.what());
     return 1;

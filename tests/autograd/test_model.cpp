@@ -63,6 +63,19 @@ struct plain_mlp {
   }
 };
 
+// The same with autograd's layer objects (one linear node per layer, gradients in place).
+template <class B>
+struct layer_mlp {
+  using value_type = float;
+  using backend_type = B;
+  ag::layers::linear<float, B> fc1{6, 16}, fc2{16, 3};
+  ag::variable<float, B> forward(const ag::variable<float, B>& x) { return fc2(relu(fc1(x))); }
+  template <class F>
+  void parameters(F&& f) {
+    ag::parameters(f, "0", fc1, "2", fc2);
+  }
+};
+
 static_assert(nn::model<ag::module<residual_mlp<meld::cpu<>>>>);
 static_assert(nn::reports_ready_gradients<ag::module<residual_mlp<meld::cpu<>>>>);
 
@@ -99,17 +112,30 @@ SYNC_BACKEND_TEST_CASE("a forward-only model has the gradients of the hand-writt
   ag::module model(mlp{copy(ref.template layer<0>().weight()), copy(ref.template layer<0>().bias()),
                        copy(ref.template layer<2>().weight()),
                        copy(ref.template layer<2>().bias())});
+  ag::module with_layers{layer_mlp<B>{}};
+  with_layers.visit_parameters([&](std::string_view name, tensor<float, B>& p, auto&) {
+    ref.visit_parameters([&](std::string_view ref_name, tensor<float, B>& q, auto&) {
+      if (name == ref_name) meld::copy(p, q);
+    });
+  });
+  REQUIRE(host_tensors(with_layers, false).size() == 4);
+  require_close(host_tensors(with_layers, false), host_tensors(ref, false), 0, 0);
   const tensor<float, B> x = test::random_tensor<float, B>({9, 6}, 170, -1, 1);
   const tensor<std::int64_t, B> y = meld::to<B>(meld::rng(4).integers<std::int64_t>({9}, 0, 3));
   for (int step = 0; step < 2; ++step) {  // twice: gradients accumulate the same way
-    tensor<float, B> g_ref, g;
+    tensor<float, B> g_ref, g, g_layers;
     const double l_ref = nn::cross_entropy(ref.forward(x), y, g_ref);
     const tensor<float, B> dx_ref = ref.backward(g_ref);
     const double l = nn::cross_entropy(model.forward(x), y, g);
     const tensor<float, B> dx = model.backward(g);
+    const double l_layers = nn::cross_entropy(with_layers.forward(x), y, g_layers);
+    const tensor<float, B> dx_layers = with_layers.backward(g_layers);
     REQUIRE(l == Approx(l_ref).epsilon(1e-6));
+    REQUIRE(l_layers == Approx(l_ref).epsilon(1e-6));
     require_close(host_tensors(model, true), host_tensors(ref, true), 1e-5, 1e-7);
     require_close({test::host(dx)}, {test::host(dx_ref)}, 1e-5, 1e-7);
+    require_close(host_tensors(with_layers, true), host_tensors(ref, true), 1e-5, 1e-7);
+    require_close({test::host(dx_layers)}, {test::host(dx_ref)}, 1e-5, 1e-7);
   }
 }
 

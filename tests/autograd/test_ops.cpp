@@ -3,6 +3,9 @@
 #include <array>
 #include <cmath>
 #include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include <meld/nn/cross_entropy.hpp>
 
@@ -10,6 +13,17 @@
 
 namespace ag = meld::autograd;
 using meld::tensor;
+
+namespace {
+// Every element of got equals want's (tensors of any backend) within tol.
+template <class X, class Y>
+void require_same_values(const X& got, const Y& want, double tol) {
+  const auto w = test::host(want);
+  REQUIRE(got.shape() == w.shape());
+  test::check_elements(
+      got, [&](const auto& i) { return test::at(w, i); }, tol);
+}
+}  // namespace
 
 SYNC_BACKEND_TEST_CASE("sum, mean, max and min, over everything and along axes", "[autograd]") {
   const auto in = test::random_inputs<B>({{3, 4, 5}}, 100);
@@ -56,6 +70,69 @@ SYNC_BACKEND_TEST_CASE("matmul: plain, batched, and with a shared operand", "[au
   const tensor<double, B> c = test::random_tensor<double, B>({5, 4}, 114);
   test::require_gradcheck([&](const auto& v) { return ag::matmul(tanh(v[0]), c.transpose()); },
                           test::random_inputs<B>({{3, 4}}, 115));
+}
+
+SYNC_BACKEND_TEST_CASE(
+    "linear: with and without a bias, batched, and a parameter's gradient in place", "[autograd]") {
+  // Leaves (gradients added in place), a rank-3 input, and expressions (gradients returned).
+  test::require_gradcheck([](const auto& v) { return ag::linear(v[0], v[1], v[2]); },
+                          test::random_inputs<B>({{5, 4}, {3, 4}, {3}}, 120));
+  test::require_gradcheck([](const auto& v) { return ag::linear(v[0], v[1]); },
+                          test::random_inputs<B>({{2, 5, 4}, {3, 4}}, 121));
+  test::require_gradcheck(
+      [](const auto& v) { return ag::linear(tanh(v[0]), 0.5 * v[1], v[2] * v[2]); },
+      test::random_inputs<B>({{5, 4}, {3, 4}, {3}}, 122));
+  // One input twice: both gradients are returned and added.
+  test::require_gradcheck([](const auto& v) { return ag::linear(v[0], v[0]); },
+                          test::random_inputs<B>({{4, 4}}, 123));
+
+  // The value and the gradients against matmul's path, accumulated over two backward passes.
+  const std::vector<tensor<double, B>> in = test::random_inputs<B>({{6, 4}, {3, 4}, {3}}, 124);
+  const tensor<double, B> g = test::random_tensor<double, B>({6, 3}, 125);
+  auto x = ag::variable<double, B>(tensor<double, B>(in[0]), true);
+  auto w = ag::variable<double, B>(tensor<double, B>(in[1]), true);
+  auto b = ag::variable<double, B>(tensor<double, B>(in[2]), true);
+  auto x2 = ag::variable<double, B>(tensor<double, B>(in[0]), true);
+  auto w2 = ag::variable<double, B>(tensor<double, B>(in[1]), true);
+  auto b2 = ag::variable<double, B>(tensor<double, B>(in[2]), true);
+  for (int pass = 0; pass < 2; ++pass) {
+    ag::variable<double, B> y = ag::linear(x, w, b);
+    ag::variable<double, B> y2 = ag::matmul(x2, ag::transpose(w2)) + b2;
+    require_same_values(y.value(), y2.value(), 1e-12);
+    y.backward(tensor<double, B>(g));
+    y2.backward(tensor<double, B>(g));
+  }
+  require_same_values(x.grad(), x2.grad(), 1e-12);
+  require_same_values(w.grad(), w2.grad(), 1e-12);
+  require_same_values(b.grad(), b2.grad(), 1e-12);
+
+  const std::string m =
+      test::message_of<meld::shape_error>([&] { (void)ag::linear(x, ag::transpose(w)); });
+  INFO(m);
+  REQUIRE(m.find("autograd::linear") != std::string::npos);
+  REQUIRE(m.find("{6, 4}") != std::string::npos);
+  REQUIRE(m.find("{4, 3}") != std::string::npos);
+  REQUIRE_THROWS_AS(ag::linear(x, w, x), meld::shape_error);
+}
+
+BACKEND_TEST_CASE("layers::linear draws nn::linear's weights; parameters() names layers",
+                  "[autograd]") {
+  ag::layers::linear<float, B> fc(7, 3, {.seed = 11});
+  meld::nn::linear<float, B> ref(7, 3, {.seed = 11});
+  require_same_values(fc.weight.value(), ref.weight(), 0);
+  require_same_values(fc.bias.value(), ref.bias(), 0);
+  ag::layers::linear<float, B> plain(7, 3, {.bias = false});
+  REQUIRE_FALSE(plain.bias.defined());
+  ag::variable<float, B> scale(tensor<float, B>({1}), true);
+  std::vector<std::string> names;
+  auto collect = [&](std::string_view name, ag::variable<float, B>& v) {
+    names.emplace_back(name);
+    REQUIRE(v.requires_grad());
+  };
+  ag::parameters(collect, "fc", fc, "scale", scale, "plain", plain);
+  REQUIRE(names == std::vector<std::string>{"fc.weight", "fc.bias", "scale", "plain.weight"});
+  using layer = ag::layers::linear<float, B>;
+  REQUIRE_THROWS_AS(layer(0, 3), meld::shape_error);
 }
 
 SYNC_BACKEND_TEST_CASE("views: reshape, permute, transpose, squeeze, unsqueeze, slice",

@@ -19,8 +19,9 @@
 //
 // forward runs on the inputs' values (with recording off) and may keep anything in the function
 // object or the context; backward returns one gradient per input, of the input's shape, or an
-// empty tensor for an input with !ctx.needs_input_grad(i). The function object lives in the graph
-// until backward has run.
+// empty tensor for an input with !ctx.needs_input_grad(i), or for an input whose gradient it added
+// in place (ctx.gradient_in_place(i): a parameter's gradient, which a product may accumulate into
+// with beta = 1). The function object lives in the graph until backward has run.
 #pragma once
 
 #include <array>
@@ -58,8 +59,23 @@ class function_context {
   /// Whether input i needs a gradient (backward may skip the others).
   bool needs_input_grad(std::size_t i) const { return i < needs_.size() && needs_[i]; }
 
+  /// During backward: the gradient of input i when that input is a leaf requiring one (a
+  /// parameter), else null. backward may add input i's gradient into it directly (gemm with
+  /// beta = 1, `+=`) and return an empty tensor for input i: no temporary gradient, no second pass
+  /// to add it. Adding is the only write allowed: the tensor holds what earlier nodes and steps
+  /// accumulated.
+  tensor<T, B>* gradient_in_place(std::size_t i) {
+    if (i >= in_place_.size() || !in_place_[i]) return nullptr;
+    added_in_place_[i] = true;
+    return in_place_[i];
+  }
+
   /// (Set by apply.)
   std::vector<bool> needs_;
+  /// (Set by the node around backward.)
+  std::vector<tensor<T, B>*> in_place_;
+  /// (Set by gradient_in_place: which inputs' gradients backward may have added in place.)
+  std::vector<bool> added_in_place_;
   /// Frees the saved tensors.
   void clear() { saved_.clear(); }
 
@@ -86,10 +102,21 @@ class function_node final : public node<T, B> {
   }
 
   void backward(const tensor<T, B>& grad_output) override {
+    // A leaf that is read once by this node may take its gradient in place (an input passed twice
+    // gets both gradients returned, which accumulate() adds).
+    ctx_.in_place_.assign(N, nullptr);
+    ctx_.added_in_place_.assign(N, false);
+    for (std::size_t i = 0; i < N; ++i) {
+      variable_state<T, B>& in = *this->inputs_[i];
+      bool once = true;
+      for (std::size_t j = 0; j < N; ++j) once = once && (j == i || this->inputs_[j].get() != &in);
+      if (in.is_leaf() && in.requires_grad && once) ctx_.in_place_[i] = &in.grad;
+    }
     std::array<tensor<T, B>, N> grads = f_.backward(ctx_, grad_output);
     for (std::size_t i = 0; i < N; ++i) {
       variable_state<T, B>& in = *this->inputs_[i];
       if (!in.requires_grad) continue;
+      if (ctx_.added_in_place_[i] && grads[i].shape() == shape_t{0}) continue;
       if (!(grads[i].shape() == in.value.shape())) {
         if (grads[i].shape() == shape_t{0})
           throw std::logic_error("autograd: " + name() + "'s backward returned no gradient for " +

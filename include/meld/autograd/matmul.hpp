@@ -1,7 +1,7 @@
 // matmul of variables: a {m, k} x b {k, n}, or batched {batch, m, k} x {batch, k, n} where a
 // rank-2 operand is shared by every batch (as meld::matmul). Gradients: da = g b^T, db = a^T g,
 // summed over the batch for a shared operand; each a product of strided views (no transposed
-// copies).
+// copies), accumulated straight into a leaf's gradient where the ranks agree.
 #pragma once
 
 #include <array>
@@ -33,15 +33,26 @@ struct matmul_function {
     const auto& b = ctx.saved(1);
     auto t = [](const auto& v) { return v.rank() == 3 ? v.permute({0, 2, 1}) : v.transpose(); };
     std::array<tensor<T, B>, 2> out;
+    // A parameter's gradient takes a plain product in place (gemm with beta = 1).
     if (ctx.needs_input_grad(0)) {
-      tensor<T, B> da = meld::matmul(g, t(b));
-      if (a.rank() == 2 && da.rank() == 3) da = tensor<T, B>(meld::sum(da, 0));
-      out[0] = std::move(da);
+      tensor<T, B>* in_place = g.rank() == a.rank() ? ctx.gradient_in_place(0) : nullptr;
+      if (in_place) {
+        gemm(T(1), g, t(b), T(1), *in_place);
+      } else {
+        tensor<T, B> da = meld::matmul(g, t(b));
+        if (a.rank() == 2 && da.rank() == 3) da = tensor<T, B>(meld::sum(da, 0));
+        out[0] = std::move(da);
+      }
     }
     if (ctx.needs_input_grad(1)) {
-      tensor<T, B> db = meld::matmul(t(a), g);
-      if (b.rank() == 2 && db.rank() == 3) db = tensor<T, B>(meld::sum(db, 0));
-      out[1] = std::move(db);
+      tensor<T, B>* in_place = g.rank() == b.rank() ? ctx.gradient_in_place(1) : nullptr;
+      if (in_place) {
+        gemm(T(1), t(a), g, T(1), *in_place);
+      } else {
+        tensor<T, B> db = meld::matmul(t(a), g);
+        if (b.rank() == 2 && db.rank() == 3) db = tensor<T, B>(meld::sum(db, 0));
+        out[1] = std::move(db);
+      }
     }
     return out;
   }

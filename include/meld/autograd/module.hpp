@@ -57,8 +57,9 @@ class module {
                                "' must be a leaf variable that requires a gradient");
     });
   }
-  module(module&&) noexcept = default;             ///< moves
-  module& operator=(module&&) noexcept = default;  ///< moves
+  // (No line starts with `module`: nvcc reads one as a C++20 module declaration.)
+  inline module(module&&) noexcept = default;              ///< moves
+  auto operator=(module&&) noexcept -> module& = default;  ///< moves
 
   /// Runs Net's forward on a copy of x, recording the graph; returns a copy of the output.
   tensor_type forward(const tensor_type& x) {
@@ -131,7 +132,7 @@ class module {
 
   /// An independent copy: Net copied, each parameter (and its gradient) copied to the current
   /// device.
-  module replica() const {
+  [[nodiscard]] module replica() const {
     static_assert(std::is_copy_constructible_v<Net>,
                   "meld::autograd::module<Net>::replica: Net must be copyable (its variables are "
                   "handles; replica gives the copy its own parameters)");
@@ -142,7 +143,7 @@ class module {
       meld::copy(fresh.grad(), p.grad());
       p = fresh;
     });
-    module r(std::move(copy));
+    auto r = module(std::move(copy));
     r.training_ = training_;
     r.input_grad_ = input_grad_;
     return r;
