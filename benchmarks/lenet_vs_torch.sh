@@ -4,7 +4,8 @@
 # momentum 0.9 and cosine decay) and the same network in PyTorch (benchmarks/lenet_torch.py), one
 # epoch over the first LIMIT training images, at 1 and at 2 threads. The runs are interleaved
 # (meld, torch, meld, torch, ...) so that a noisy machine slows both alike; the table gives the
-# median samples/s of each and the ratio meld / torch.
+# median samples/s of each and the ratio meld / torch. Each torch run is the faster of OpenBLAS's
+# own CPU detection and OPENBLAS_CORETYPE=SkylakeX.
 #
 #   benchmarks/lenet_vs_torch.sh [BUILD_DIR] [REPS] [LIMIT]
 #     BUILD_DIR  a release build with examples/train_fashion_mnist built (default build/release)
@@ -47,9 +48,18 @@ meld_run() {  # executable, threads -> samples/s
   MELD_NUM_THREADS=$2 "$1" --model "$model" --epochs 1 --limit "$limit" --threads "$2" 2>/dev/null |
     sed -n 's/.*samples_per_sec=\([0-9.]*\).*/\1/p'
 }
+# The peer at its best: OpenBLAS with its own CPU detection and with its AVX-512 kernel forced (it
+# falls back to an older kernel on CPUs newer than it knows); the faster of the two runs counts.
 torch_run() {
-  "$python" "$here/lenet_torch.py" --model "$model" --threads "$1" --limit "$limit" |
-    sed -n 's/.*samples_per_sec=\([0-9.]*\).*/\1/p'
+  local best=0 rate
+  for coretype in detected SkylakeX; do
+    local env_args=(-u OPENBLAS_CORETYPE)
+    [[ $coretype == detected ]] || env_args=(OPENBLAS_CORETYPE=$coretype)
+    rate=$(env "${env_args[@]}" "$python" "$here/lenet_torch.py" --model "$model" \
+      --threads "$1" --limit "$limit" | sed -n 's/.*samples_per_sec=\([0-9.]*\).*/\1/p')
+    best=$(awk -v a="$best" -v b="${rate:-0}" 'BEGIN { print (b > a ? b : a) }')
+  done
+  echo "$best"
 }
 
 echo "$model, 1 epoch of $limit images, batch 256; samples/s, $reps interleaved repetitions"
