@@ -42,21 +42,12 @@ auto gelu(const X& x) {
   return 0.5f * x * (1.f + tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
 }
 
-struct residual_gelu_mlp {
-  using value_type = float;
-  using backend_type = meld::cpu<>;
-  ag::layers::linear<float> fc1, fc2, fc3;  // weights drawn as PyTorch's Linear draws them
-
-  explicit residual_gelu_mlp(std::uint64_t seed)
-      : fc1(784, 256, {.seed = seed}),
-        fc2(256, 256, {.seed = seed + 1}),
-        fc3(256, 10, {.seed = seed + 2}) {}
+struct residual_gelu_mlp {  // float on cpu<>: Net may name value_type and backend_type otherwise
+  ag::layers::linear<float> fc1{784, 256}, fc2{256, 256}, fc3{256, 10};
 
   ag::variable<float> forward(const ag::variable<float>& images) {
-    auto x = ag::reshape(images, {-1, 784});
-    ag::variable<float> h = gelu(fc1(x));
-    ag::variable<float> r = h + gelu(fc2(h));
-    return fc3(r);
+    ag::variable<float> h = gelu(fc1(ag::reshape(images, {-1, 784})));
+    return fc3(h + gelu(fc2(h)));
   }
   template <class F>
   void parameters(F&& f) {
@@ -69,14 +60,7 @@ struct residual_gelu_mlp {
 // two and PyTorch side by side: benchmarks/lenet_vs_torch.sh)
 
 struct mlp {
-  using value_type = float;
-  using backend_type = meld::cpu<>;
-  ag::layers::linear<float> fc1, fc2, fc3;
-
-  explicit mlp(std::uint64_t seed)
-      : fc1(784, 256, {.seed = seed}),
-        fc2(256, 128, {.seed = seed + 1}),
-        fc3(128, 10, {.seed = seed + 2}) {}
+  ag::layers::linear<float> fc1{784, 256}, fc2{256, 128}, fc3{128, 10};
 
   ag::variable<float> forward(const ag::variable<float>& images) {
     return fc3(relu(fc2(relu(fc1(ag::reshape(images, {-1, 784}))))));
@@ -88,17 +72,9 @@ struct mlp {
 };
 
 struct lenet {
-  using value_type = float;
-  using backend_type = meld::cpu<>;
-  ag::layers::conv2d<float> c1, c2;
+  ag::layers::conv2d<float> c1{1, 20, 3}, c2{20, 50, 5};
   ag::layers::avg_pool2d<float> pool{2};
-  ag::layers::linear<float> fc1, fc2;
-
-  explicit lenet(std::uint64_t seed)
-      : c1(1, 20, 3, {.seed = seed}),
-        c2(20, 50, 5, {.seed = seed + 1}),
-        fc1(800, 128, {.seed = seed + 2}),
-        fc2(128, 10, {.seed = seed + 3}) {}
+  ag::layers::linear<float> fc1{800, 128}, fc2{128, 10};
 
   ag::variable<float> forward(const ag::variable<float>& images) {
     ag::variable<float> h = pool(relu(c1(ag::reshape(images, {-1, 1, 28, 28}))));
@@ -201,6 +177,8 @@ int run(const options& o, Net net) {
   fashion_mnist::standardize(test_set, s);
 
   ag::module model(std::move(net));
+  // Every weight drawn from one seed, as PyTorch draws its layers' (U(+-1/sqrt(fan_in))); biases 0.
+  nn::initialize(model, nn::kaiming_uniform{1 / std::sqrt(3.0)}, o.seed);
   model.requires_input_grad(false);  // the data needs no gradient
   meld::thread_group group(o.workers);
   meld::data_parallel dp(model, group);
@@ -242,9 +220,9 @@ int run(const options& o, Net net) {
 int main(int argc, char** argv) {
   try {
     const options o = parse(argc, argv);
-    if (o.model == "mlp") return run(o, mlp(o.seed));
-    if (o.model == "lenet") return run(o, lenet(o.seed));
-    return run(o, residual_gelu_mlp(o.seed));
+    if (o.model == "mlp") return run(o, mlp{});
+    if (o.model == "lenet") return run(o, lenet{});
+    return run(o, residual_gelu_mlp{});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "custom_model: %s\n", e.what());
     return 1;

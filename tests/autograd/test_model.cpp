@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <meld/distributed/data_parallel.hpp>
@@ -77,6 +78,18 @@ struct layer_mlp {
 };
 
 static_assert(nn::model<ag::module<residual_mlp<meld::cpu<>>>>);
+// A Net that names no types is float on cpu<>; one that does keeps them.
+struct untyped_net {
+  ag::layers::linear<float> fc{2, 1};
+  ag::variable<float> forward(const ag::variable<float>& x) { return fc(x); }
+  template <class F>
+  void parameters(F&& f) {
+    ag::parameters(f, "fc", fc);
+  }
+};
+static_assert(nn::model<ag::module<untyped_net>>);
+static_assert(std::is_same_v<ag::module<untyped_net>::backend_type, meld::cpu<>>);
+static_assert(std::is_same_v<ag::module<layer_mlp<meld::sim<>>>::backend_type, meld::sim<>>);
 static_assert(nn::reports_ready_gradients<ag::module<residual_mlp<meld::cpu<>>>>);
 
 template <class M>

@@ -2,7 +2,7 @@
 // leaf variables that require gradients, and says which they are:
 //
 //   struct mlp {
-//     using value_type = float;
+//     using value_type = float;                      // (float and cpu<> where Net names none)
 //     using backend_type = meld::cpu<>;
 //     using variable = autograd::variable<float>;
 //     variable w1, b1, w2, b2;                       // leaves, requires_grad = true
@@ -39,12 +39,31 @@ namespace meld::autograd {
 /// \addtogroup autograd
 /// @{
 
+namespace detail {
+// Net's value_type and backend_type, float and cpu<> where it declares none (as tensor's
+// defaults).
+template <class Net>
+struct net_types {
+  using value_type = float;
+  using backend_type = cpu<>;
+};
+template <class Net>
+requires requires {
+  typename Net::value_type;
+  typename Net::backend_type;
+}
+struct net_types<Net> {
+  using value_type = typename Net::value_type;
+  using backend_type = typename Net::backend_type;
+};
+}  // namespace detail
+
 /// A model that defines forward only (see above); satisfies nn::model.
 template <class Net>
 class module {
  public:
-  using value_type = typename Net::value_type;               ///< the element type
-  using backend_type = typename Net::backend_type;           ///< the backend
+  using value_type = typename detail::net_types<Net>::value_type;      ///< the element type
+  using backend_type = typename detail::net_types<Net>::backend_type;  ///< the backend
   using tensor_type = tensor<value_type, backend_type>;      ///< the parameters' tensor type
   using variable_type = variable<value_type, backend_type>;  ///< the network's variable type
 
