@@ -2,10 +2,12 @@
 // cuda<async> (linear, convolution, pooling, dropout-free) takes the same SGD steps as on the CPU;
 // data_parallel over nccl_comm with one rank equals one CPU worker on the full batch; with two
 // (four) GPUs, two (four) NCCL ranks on as many threads do too; and two workers sharing one GPU
-// through thread_comm.
+// through thread_comm. The same model written with forward only (autograd's layers, a GELU as an
+// expression) trains on cuda<async> as nn's layers do on the CPU.
 #include <thread>
 #include <vector>
 
+#include <meld/autograd/autograd.hpp>
 #include <meld/dist.hpp>
 #include <meld/distributed/nccl_comm.hpp>
 #include <meld/meld.hpp>
@@ -45,6 +47,24 @@ void require_close(const std::vector<meld::tensor<float>>& got,
       REQUIRE(got[i].data()[e] == Approx(want[i].data()[e]).margin(tol));
 }
 
+// make_net's model with forward only; the weights are drawn by nn::initialize in the same order.
+template <class B>
+struct autograd_net {
+  using value_type = float;
+  using backend_type = B;
+  meld::autograd::layers::conv2d<float, B> conv{1, 4, 3, {.padding = 1}};
+  meld::autograd::layers::max_pool2d<float, B> pool{2};
+  meld::autograd::layers::linear<float, B> fc1{4 * 4 * 4, 16}, fc2{16, 5};
+  meld::autograd::variable<float, B> forward(const meld::autograd::variable<float, B>& x) {
+    meld::autograd::variable<float, B> h = pool(relu(conv(x)));
+    return fc2(tanh(fc1(meld::autograd::reshape(h, {h.shape()[0], -1}))));
+  }
+  template <class F>
+  void parameters(F&& f) {
+    meld::autograd::parameters(f, "0", conv, "4", fc1, "6", fc2);
+  }
+};
+
 struct batch {
   meld::tensor<float> x;
   meld::tensor<std::int64_t> y;
@@ -76,6 +96,26 @@ TEST_CASE("a model on cuda<async> trains like the CPU", "[cuda][nn]") {
   auto ref = make_net<meld::cpu<>>();
   const auto want = train_reference(ref, 5, 24);
   auto model = make_net<gpu>();
+  meld::optim::sgd opt(model, {.lr = 0.1, .momentum = 0.9});
+  for (int s = 0; s < 5; ++s) {
+    const batch b = make_batch(24, 50 + static_cast<std::uint64_t>(s));
+    model.zero_grad();
+    meld::tensor<float, gpu> g;
+    const auto loss = nn::cross_entropy(model.forward(meld::to<gpu>(b.x)), meld::to<gpu>(b.y), g);
+    model.backward(g);
+    opt.step();
+    REQUIRE(loss.get() == Approx(want[static_cast<std::size_t>(s)]).epsilon(1e-4));
+  }
+  require_close(host_parameters(model), host_parameters(ref), 1e-4);
+}
+
+TEST_CASE("a forward-only model (autograd) on cuda<async> trains like nn's layers on the CPU",
+          "[cuda][autograd]") {
+  auto ref = make_net<meld::cpu<>>();
+  const auto want = train_reference(ref, 5, 24);
+  meld::autograd::module model{autograd_net<gpu>{}};
+  nn::initialize(model, nn::kaiming_uniform{}, 7);
+  model.requires_input_grad(false);
   meld::optim::sgd opt(model, {.lr = 0.1, .momentum = 0.9});
   for (int s = 0; s < 5; ++s) {
     const batch b = make_batch(24, 50 + static_cast<std::uint64_t>(s));

@@ -87,6 +87,26 @@ class variable : public expression_tag {
 
   /// A null handle (no value); assign one to it.
   variable() = default;
+  // Copies and moves share the state. Declared host and device with nvcc's check off: expression
+  // nodes that hold a variable are built by host-and-device code (map_expr::transform), from
+  // which nvcc would otherwise infer an implicit constructor that calls shared_ptr's host-only
+  // members on the device, and warn. No variable is ever copied on a device.
+  /// Another handle to other's variable.
+  MELD_EXEC_CHECK_DISABLE
+  MELD_HD variable(const variable& other) : s_(other.s_) {}
+  /// Takes other's handle (other becomes null).
+  MELD_EXEC_CHECK_DISABLE
+  MELD_HD variable(variable&& other) noexcept : s_(std::move(other.s_)) {}
+  /// Refers to other's variable.
+  variable& operator=(const variable& other) {
+    s_ = other.s_;
+    return *this;
+  }
+  /// Takes other's handle (other becomes null).
+  variable& operator=(variable&& other) noexcept {
+    s_ = std::move(other.s_);
+    return *this;
+  }
 
   /// A leaf holding `value`; with requires_grad, backward fills its grad() (allocated here, 0).
   explicit variable(tensor_type value, bool requires_grad = false)
