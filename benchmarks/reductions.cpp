@@ -9,6 +9,14 @@
 //
 // Each benchmark also reports its result's error against a double-precision reference, in units of
 // eps * sum |terms| (counter err_eps).
+//
+// var over 2^24 floats: meld::var's one pass (Welford lanes in double, merged with Chan's formula)
+// against the two passes it replaced (meld::mean, then meld::sum(square(x - mean)), pairwise in
+// float), and STREAM triad (y = x + 3 z, a meld expression) on arrays of the same size for the
+// memory bandwidth of the same run. Bytes count one read of x for both vars (12 per element for
+// triad); rel_err is against two passes in double. Run interleaved, best of N:
+//   meld_bench --benchmark_filter='^var/' --benchmark_enable_random_interleaving=true
+//              --benchmark_repetitions=10 --benchmark_report_aggregates_only=true  (rows "_min")
 #include "common.hpp"
 
 #include <Eigen/Core>
@@ -177,6 +185,63 @@ void reduce_eigen(benchmark::State& state) {
   state.counters["err_eps"] = bench::error_in_eps(r, in.want, in.abs_sum);
   bench::set_bytes(state, n, Case::streams);
 }
+
+// ---- var ----------------------------------------------------------------------------------------
+
+constexpr index_t var_n = index_t(1) << 24;
+
+// n = 2^24 at one and all threads, with the best repetition as an aggregate ("_min").
+void var_args(benchmark::internal::Benchmark* b) {
+  for (int t : bench::thread_counts()) b->Args({var_n, t});
+  b->ArgNames({"n", "t"});
+  b->UseRealTime();
+  b->ComputeStatistics(
+      "min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
+}
+
+double two_pass_double(const meld::tensor<float>& x) {
+  double mean = 0, ss = 0;
+  for (float v : x) mean += v;
+  mean /= static_cast<double>(x.size());
+  for (float v : x) ss += (v - mean) * (v - mean);
+  return ss / static_cast<double>(x.size());
+}
+
+template <bool OnePass>
+void var_bench(benchmark::State& state) {
+  const index_t n = state.range(0);
+  bench::use_threads(static_cast<int>(state.range(1)));
+  const meld::tensor<float> x = bench::data(n, 1);
+  float r = 0;
+  for (auto _ : state) {
+    if constexpr (OnePass) {
+      r = meld::var(x);
+    } else {
+      const float m = meld::mean(x);
+      r = meld::sum(meld::square(x - m)) / static_cast<float>(n);
+    }
+    benchmark::DoNotOptimize(r);
+  }
+  const double want = two_pass_double(x);
+  state.counters["rel_err"] = std::abs(r - want) / want;
+  bench::set_bytes(state, n, 1);
+}
+
+void var_triad(benchmark::State& state) {
+  const index_t n = state.range(0);
+  bench::use_threads(static_cast<int>(state.range(1)));
+  const meld::tensor<float> x = bench::data(n, 1), z = bench::data(n, 2);
+  meld::tensor<float> y({n});
+  for (auto _ : state) {
+    y = x + 3.f * z;
+    benchmark::DoNotOptimize(y.data());
+  }
+  bench::set_bytes(state, n, 3);
+}
+
+BENCHMARK(var_bench<true>)->Name("var/meld_one_pass")->Apply(var_args);
+BENCHMARK(var_bench<false>)->Name("var/two_pass")->Apply(var_args);
+BENCHMARK(var_triad)->Name("var/triad")->Apply(var_args);
 
 BENCHMARK(reduce_meld<sum_case>)->Name("sum/meld")->Apply(bench::size_and_threads);
 BENCHMARK(reduce_hand<sum_case>)->Name("sum/hand")->Apply(bench::size_and_threads);

@@ -175,12 +175,18 @@ TEST_CASE("reductions give the same bits for any thread count", "[cpu]") {
   const float d1 = meld::dot(x, x);
   const index_t a1 = meld::argmax(x);
   const float m1 = meld::max(x);
+  const float v1 = meld::var(x + 1e3f);  // var's moments: blocks and merges at fixed places too
+  const auto rows = x.slice(meld::range(0, 3'000'000)).reshape({1000, 3000});
+  const tensor<float> r1 = meld::var(rows, 1, false), c1 = meld::var(rows, 0, false);
   for (int threads : {2, 3, 4, 7}) {
     meld::set_num_threads(threads);
     REQUIRE(meld::sum(x * x + 1.f) == s1);
     REQUIRE(meld::dot(x, x) == d1);
     REQUIRE(meld::argmax(x) == a1);
     REQUIRE(meld::max(x) == m1);
+    REQUIRE(meld::var(x + 1e3f) == v1);
+    REQUIRE(meld::sum(meld::var(rows, 1, false) != r1) == 0);
+    REQUIRE(meld::sum(meld::var(rows, 0, false) != c1) == 0);
   }
 }
 

@@ -1,14 +1,20 @@
 // What only the CUDA backend has: half and bfloat16 storage with float math (tensor-core
-// products), its allocation errors, and the operations it runs on host copies (host_kernel:
-// indexing, scans, sorts), against the CPU's results. Everything else the backends share runs in
+// products), its allocation errors, the operations it runs on host copies (host_kernel:
+// indexing, scans, sorts), against the CPU's results, and var's one-pass kernels against two
+// passes in double. Everything else the backends share runs in
 // the backend-generic suites compiled for cuda<sync> and cuda<async> (test_cuda_core,
 // test_cuda_elementwise, test_cuda_reduce, test_cuda_exec). Compiled always; runs where a GPU is
 // present (else: skipped).
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "../support.hpp"
 
+using meld::index_t;
 using meld::tensor;
 using gpu = meld::cuda<meld::sync>;
 
@@ -31,7 +37,87 @@ void require_close(const tensor<T>& got, const tensor<T>& want, double tol) {
   });
 }
 
+// The variance along `axis` of a host tensor or view, one value per output (in row-major order of
+// the other axes), with two passes in double.
+template <class X>
+std::vector<double> two_pass_var(const X& h, int axis, int ddof) {
+  meld::shape_t outer = h.shape();
+  outer.erase(axis);
+  std::vector<double> out;
+  test::for_each_index(outer, [&](const test::index_list& o) {
+    test::index_list i = o;
+    i.insert(i.begin() + axis, 0);
+    const index_t n = h.shape()[axis];
+    double mean = 0, ss = 0;
+    for (i[std::size_t(axis)] = 0; i[std::size_t(axis)] < n; ++i[std::size_t(axis)])
+      mean += double(test::at(h, i));
+    mean /= double(n);
+    for (i[std::size_t(axis)] = 0; i[std::size_t(axis)] < n; ++i[std::size_t(axis)])
+      ss += (double(test::at(h, i)) - mean) * (double(test::at(h, i)) - mean);
+    out.push_back(ss / double(n - ddof));
+  });
+  return out;
+}
+
 }  // namespace
+
+// var and std read the device data once: a Welford partial per thread, merged by CUB with Chan's
+// formula (over every element) or a segment's elements merged the same way (along an axis). Floats
+// around 10^6 with a spread of 1, where sum(x^2) - n mean^2 cancels (tests/surface/test_math.cpp
+// has the numbers), against two passes in double on the host.
+TEST_CASE("var and std in one pass match two passes in double", "[gpu]") {
+  constexpr double tol = 1e-6;  // the result's float rounding is 6e-8
+  std::mt19937 gen(33);
+  std::uniform_real_distribution<double> spread(-1, 1);
+  auto around_1e6 = [&](const meld::shape_t& s) {
+    tensor<float> h(s, meld::uninitialized);
+    for (float& v : h) v = static_cast<float>(1e6 + spread(gen));
+    return h;
+  };
+  auto relative = [](double got, double want) { return std::abs(got - want) / want; };
+  const tensor<float> h = around_1e6({1'000'003});
+  const auto g = meld::to<gpu>(h);
+  const double want = two_pass_var(h, 0, 0)[0];
+  REQUIRE(relative(meld::var(g), want) <= tol);
+  REQUIRE(relative(meld::var(g, 1), two_pass_var(h, 0, 1)[0]) <= tol);
+  REQUIRE(relative(meld::std(g), std::sqrt(want)) <= tol);
+  REQUIRE(relative(meld::var(meld::to<meld::cuda<meld::async>>(h)), want) <= tol);
+  REQUIRE(relative(meld::var(g.slice(meld::range(1, 1'000'003, 3))),
+                   two_pass_var(h.slice(meld::range(1, 1'000'003, 3)), 0, 0)[0]) <= tol);
+
+  const tensor<float> hm = around_1e6({999, 1001});
+  const auto gm = meld::to<gpu>(hm);
+  auto check = [&](const auto& view, const auto& host_view) {
+    INFO("shape " << view.shape());
+    for (const int axis : {0, 1}) {
+      const tensor<float> got = host(tensor<float, gpu>(meld::var(view, axis, axis == 1, axis)));
+      const auto want_axis = two_pass_var(host_view, axis, axis);
+      REQUIRE(got.size() == static_cast<index_t>(want_axis.size()));
+      double worst = 0;
+      for (index_t o = 0; o < got.size(); ++o)
+        worst = std::max(worst, relative(got.data()[o], want_axis[std::size_t(o)]));
+      INFO("axis " << axis << ": worst relative error " << worst);
+      REQUIRE(worst <= tol);
+    }
+  };
+  check(gm, hm);
+  check(gm.transpose(), hm.transpose());
+  check(gm.slice(meld::range(0, 999, 2), meld::range(1000, 0, -3)),
+        hm.slice(meld::range(0, 999, 2), meld::range(1000, 0, -3)));
+
+  // NaN or an infinity gives NaN, as numpy; an empty axis gives NaN (0 / 0).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  REQUIRE(std::isnan(meld::var(meld::from_range<float, gpu>({1, nan, 3}))));
+  REQUIRE(std::isnan(meld::var(meld::from_range<float, gpu>({1, inf, 3}))));
+  REQUIRE(std::isnan(meld::var(tensor<float, gpu>({0}))));
+  const tensor<float> rows = host(tensor<float, gpu>(meld::var(
+      meld::from_range<float, gpu>({1, 2, 3, 4, inf, 6}, meld::shape_t{2, 3}), 1, false)));
+  REQUIRE(rows(0) == Approx(2.0 / 3.0));
+  REQUIRE(std::isnan(rows(1)));
+  REQUIRE(std::isnan(host(tensor<float, gpu>(meld::var(tensor<float, gpu>({2, 0}), 1, false)))(0)));
+  REQUIRE(meld::var(meld::from_range<std::int32_t, gpu>({1, 2, 3, 4})) == 1.25);
+}
 
 TEST_CASE("half and bfloat16 storage with float math", "[gpu]") {
   auto a = test::random_tensor<float>({64, 128}, 13, -1, 1),

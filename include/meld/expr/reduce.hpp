@@ -56,6 +56,43 @@ MELD_HD MELD_INLINE V wrapping_mul(const V& a, const V& b) {
   }
 }
 
+// The count, mean and M2 = sum((x - mean)^2) of some values: the state of a one-pass variance.
+// X is a number, or a SIMD batch whose lanes are independent states of one count (the CPU's
+// lanes). One value x starts with M2 = x - x: 0, or NaN for an infinite x (numpy's var of
+// anything holding an infinity is NaN, through inf - inf).
+template <class X>
+struct moments {
+  double count;
+  X mean, m2;
+
+  moments() = default;
+  MELD_HD constexpr explicit moments(X x) : count(1), mean(x), m2(x - x) {}
+  MELD_HD constexpr moments(double n, X mean_, X m2_) : count(n), mean(mean_), m2(m2_) {}
+};
+
+// The moments of two sets of values together: Chan, Golub and LeVeque's pairwise update
+// (mean = mean_a + d n_b / n, M2 = M2_a + M2_b + d^2 n_a n_b / n, d = mean_b - mean_a). Merged in a
+// balanced tree, the relative error of M2 is O(log2(n) eps kappa), kappa = |mean| / std, where
+// sum(x^2) - n mean^2 loses eps kappa^2: all digits once kappa^2 exceeds 1 / eps.
+template <class X>
+MELD_HD MELD_INLINE moments<X> merge_moments(const moments<X>& a, const moments<X>& b) {
+  if (b.count == 0) return a;
+  if (a.count == 0) return b;
+  const double n = a.count + b.count, fb = b.count / n;
+  const X d = b.mean - a.mean;
+  return moments<X>(n, a.mean + d * X(fb), a.m2 + b.m2 + d * d * X(a.count * fb));
+}
+
+// The value a fold's accumulator stands for: itself, or M2 of moments.
+template <class A>
+MELD_HD MELD_INLINE A fold_result(const A& a) {
+  return a;
+}
+template <class X>
+MELD_HD MELD_INLINE X fold_result(const moments<X>& a) {
+  return a.m2;
+}
+
 }  // namespace detail
 
 namespace reducers {
@@ -135,6 +172,26 @@ struct mean {
   using result = std::conditional_t<std::is_floating_point_v<T>, T, double>;
   static constexpr bool needs_elements = false;
   static constexpr const char* name = "mean";
+};
+
+// The sum of squared deviations from the mean, M2 = sum((x - mean)^2), which var and std divide
+// by n - ddof: one pass over the elements, folded as detail::moments in double (integers give
+// double, as numpy's var; float's M2 is computed in double and returned as float). Backends
+// update each accumulator with Welford's recurrence and merge accumulators with `merge_moments`.
+struct squared_deviations {
+  template <class T>
+  using result = std::conditional_t<std::is_floating_point_v<T>, T, double>;
+  template <class A>
+  static MELD_HD constexpr A identity() {
+    return A(0, 0, 0);
+  }
+  template <class X>
+  MELD_HD MELD_INLINE detail::moments<X> operator()(const detail::moments<X>& a,
+                                                    const detail::moments<X>& b) const {
+    return detail::merge_moments(a, b);
+  }
+  static constexpr bool needs_elements = false;
+  static constexpr const char* name = "var";
 };
 
 // Index of the first maximum / minimum along an axis (NaN counts as the extreme, as in numpy).

@@ -2,11 +2,20 @@
 // scalar, waited for under async) or along an axis (a tensor). Every backend: each is a few fused
 // expressions, which each backend evaluates.
 //
-// var and std take two fused passes, the mean and then the mean of squared deviations from it.
-// That is the numerically stable textbook method (no cancellation of sum(x^2) - n mean^2, which
-// loses every digit when the mean is large against the spread), as accurate as Welford's
-// one-pass update, and each pass runs the SIMD pairwise sum; a one-pass Welford or Chan merge
-// would need a three-value accumulator that the reducers do not carry.
+// var and std read the data once: a reduction (reducers::squared_deviations) whose accumulator is
+// the count, mean and M2 = sum((x - mean)^2), in double, updated per element with Welford's
+// recurrence and merged with Chan, Golub and LeVeque's pairwise formula (expr/reduce.hpp), then
+// divided by n - ddof. Welford's update alone has a relative error of M2 up to n eps kappa,
+// kappa = |mean| / std; the merges keep the runs short: (32 + log2 n) eps kappa on the CPU,
+// sqrt(n) eps kappa along a non-contiguous axis (backend/cpu/moments.hpp), n / threads + log2
+// threads on CUDA. sum(x^2) - n mean^2 would lose eps kappa^2: every digit once the mean is large
+// against the spread. This replaced two passes (the mean, then the sum of squared deviations from
+// it, in float), which read the data twice and were off by up to 1.8 % along rows of 1001 floats
+// around 10^6 with a spread of 1 (their float mean's rounding, squared). The one pass is
+// compute-bound, about 6 G elements/s a core with AVX-512 (four double operations an element, and
+// the widening), where a float sum runs at the memory's speed: on 2^24 floats it takes 0.92x the
+// two passes' time, at half of STREAM triad's bandwidth; in cache, 2x their time
+// (benchmarks/reductions.cpp, var rows; EPYC AVX-512 VM).
 #pragma once
 
 #include <cmath>
@@ -54,15 +63,16 @@ void check_ddof(index_t n, int ddof, const char* what) {
 }  // namespace detail
 
 /// Variance of every element: sum((x - mean)^2) / (n - ddof) (numpy.var; ddof = 1 is torch.var's
-/// unbiased default). Integers give double. Two fused passes (see above).
+/// unbiased default). Integers give double; NaN or an infinity among the elements gives NaN, and
+/// so does n = 0. One pass over the elements (see above).
 template <expression E>
 auto var(const E& x, int ddof = 0) {
   using R = detail::statistic_t<E>;
   const index_t n = x.shape().product();
   detail::check_ddof<E>(n, ddof, "var");
-  const R m = static_cast<R>(detail::scalar_value(mean(x)));
-  const R ss = static_cast<R>(detail::scalar_value(sum(square(cast<R>(x) - m))));
-  return ss / static_cast<R>(n - ddof);
+  const R m2 =
+      static_cast<R>(detail::scalar_value(detail::reduce_all<reducers::squared_deviations>(x)));
+  return m2 / static_cast<R>(n - ddof);
 }
 
 /// Variance along an axis (negative counts from the end), as a tensor; keepdims keeps the axis
@@ -73,8 +83,7 @@ auto var(const E& x, long axis, bool keepdims, int ddof = 0) {
   const int a = normalize_axis(axis, x.shape().size(), "var");
   const index_t n = x.shape()[a];
   detail::check_ddof<E>(n, ddof, "var");
-  const tensor<R, backend_t<E>> m = mean(cast<R>(x), a, true);
-  tensor<R, backend_t<E>> out = sum(square(cast<R>(x) - m), a, keepdims);
+  tensor<R, backend_t<E>> out = detail::make_reduce<reducers::squared_deviations>(x, a, keepdims);
   out /= static_cast<R>(n - ddof);
   return out;
 }

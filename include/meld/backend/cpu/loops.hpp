@@ -263,9 +263,10 @@ struct pairwise_stack {
 // Horizontal reduction of a batch in a fixed tree order: lane l meets lane l + width for width =
 // lanes / 2, lanes / 4, ..., 1. For float and double on x86 the same order runs in registers
 // (the upper half of the vector onto the lower one; a tree through a stack array stalls on
-// store forwarding, which costs more than summing 1000 floats).
+// store forwarding, which costs more than summing 1000 floats). Inlined: var's moments run it
+// twice per row end (moments.hpp), where a call cost a third of var along rows of 3 at -O2.
 template <class R, class A, class Batch>
-A horizontal(const Batch& b) {
+MELD_INLINE A horizontal(const Batch& b) {
 #if defined(__SSE2__)
   if constexpr (std::is_same_v<A, float> || std::is_same_v<A, double>) {
     using Arch = typename Batch::arch_type;

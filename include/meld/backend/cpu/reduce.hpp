@@ -1,6 +1,6 @@
 // Reductions over all elements on the CPU: blocked pairwise sums over fixed superblocks, so that
-// a reduction gives the same bits for any thread count; argmax / argmin per piece, the first
-// extreme winning.
+// a reduction gives the same bits for any thread count (var's moments the same way, with their
+// own block reducer: moments.hpp); argmax / argmin per piece, the first extreme winning.
 #pragma once
 
 #include <algorithm>
@@ -14,21 +14,38 @@
 #include "chunks.hpp"
 #include "loops.hpp"
 #include "lower.hpp"
+#include "moments.hpp"
 
 #include "gcc12_warnings.hpp"  // push
 
 namespace meld::detail::cpu_eval {
 
+template <class R>
+inline constexpr bool is_moments_reducer = std::is_same_v<R, reducers::squared_deviations>;
+
 // The accumulator type of a full reduction of elements V.
 template <class R, class V>
-using accumulator_t =
-    std::conditional_t<std::is_same_v<R, reducers::mean>,
-                       std::conditional_t<std::is_floating_point_v<V>, V, std::int64_t>,
-                       typename R::template result<V>>;
+using accumulator_t = std::conditional_t<
+    std::is_same_v<R, reducers::mean>,
+    std::conditional_t<std::is_floating_point_v<V>, V, std::int64_t>,
+    std::conditional_t<is_moments_reducer<R>, moments<double>, typename R::template result<V>>>;
 
 template <class R>
 inline constexpr bool is_arg_reducer =
     std::is_same_v<R, reducers::argmax> || std::is_same_v<R, reducers::argmin>;
+
+// The SIMD batch in which block_reducer<Fold, A, Batch> reads elements V through cursor C, or
+// void for the scalar loop: batches of A when the elements are A; for moments (accumulated in
+// double) batches of the elements, which it widens (moments.hpp).
+template <class Fold, class V, class A, class C>
+inline constexpr bool simd_fold = [] {
+  if constexpr (is_moments_reducer<Fold>)
+    return widens_to_double<V> && simd_cursor<C, V>;
+  else
+    return std::is_same_v<V, A> && simd_cursor<C, A>;
+}();
+template <class Fold, class V, class A, class C>
+using fold_batch_t = std::conditional_t<simd_fold<Fold, V, A, C>, batch_for<V>, void>;
 
 // The reduction of n elements of the cursor `src`, whose leaves are contiguous from base[i]
 // (`planned` null: the flat path) or walked by the plan `planned`.
@@ -56,8 +73,7 @@ MELD_NOINLINE auto reduce_run(const C& src, index_t n, char* const* base, const 
       if (b.index >= 0 && (out.index < 0 || R::better(b.value, out.value))) out = b;
     return static_cast<Result>(out.index);
   } else {
-    constexpr bool simd = std::is_same_v<V, A> && simd_cursor<C, A>;
-    using Batch = std::conditional_t<simd, batch_for<A>, void>;
+    using Batch = fold_batch_t<Fold, V, A, C>;
     using State = reduce_state<Fold, A, Batch, C>;
     const row_fn fn = &reduce_row<Fold, A, Batch, C>;
     const index_t supers = (n + reduce_superblock - 1) / reduce_superblock;
@@ -89,7 +105,7 @@ MELD_NOINLINE auto reduce_run(const C& src, index_t n, char* const* base, const 
     if constexpr (is_mean)
       return static_cast<Result>(static_cast<Result>(folded) / Result(n));
     else
-      return static_cast<Result>(folded);
+      return static_cast<Result>(fold_result(folded));
   }
 }
 
@@ -114,7 +130,7 @@ auto reduce(const E& e) {
     } else if constexpr (is_mean) {
       return std::numeric_limits<Result>::quiet_NaN();
     } else {
-      return static_cast<Result>(R::template identity<A>());
+      return static_cast<Result>(fold_result(R::template identity<A>()));
     }
   }
 

@@ -47,7 +47,7 @@ void reduce_axis_row(void* ctx, char* const* rows, index_t j, index_t n) {
   if constexpr (is_arg_reducer<R>) {
     out = s.best;
   } else {
-    out = static_cast<Result>(s.acc.finish());
+    out = static_cast<Result>(fold_result(s.acc.finish()));
     if constexpr (std::is_same_v<R, reducers::mean>) out /= Result(s.extent);
     s.acc.clear();
   }
@@ -59,11 +59,12 @@ template <class R, class W, class C>
 struct column_state {
   using V = typename C::value_type;
   C src;
-  W* acc;     // per output of the block
+  W* acc;     // per output of the block (var: one set of arrays for the block)
   V* best_v;  // argmax / argmin: the best value so far
   index_t* best;
-  index_t k = 0;  // position along the axis
-  index_t i = 0;  // output within the block
+  index_t extent;  // of the axis
+  index_t k = 0;   // position along the axis
+  index_t i = 0;   // output within the block
 };
 
 template <class R, class W, class C>
@@ -72,13 +73,19 @@ void column_row(void* ctx, char* const* rows, index_t, index_t n) {
   C src = s.src;
   int k = 1;
   src.set_rows(rows, k);
-  for (index_t j = 0; j < n; ++j, ++s.i) {
-    const auto v = src.get(j);
-    if constexpr (is_arg_reducer<R>) {
-      if (s.k == 0 || R::better(v, s.best_v[s.i])) s.best_v[s.i] = v, s.best[s.i] = s.k;
-    } else {
-      using F = std::conditional_t<std::is_same_v<R, reducers::mean>, reducers::sum, R>;
-      s.acc[s.i] = s.k == 0 ? static_cast<W>(v) : F{}(s.acc[s.i], static_cast<W>(v));
+  if constexpr (is_moments_reducer<R>) {
+    using Batch = fold_batch_t<R, typename C::value_type, moments<double>, C>;
+    column_moments_row<Batch>(*s.acc, s.i, src, n, s.k, s.extent);
+    s.i += n;
+  } else {
+    for (index_t j = 0; j < n; ++j, ++s.i) {
+      const auto v = src.get(j);
+      if constexpr (is_arg_reducer<R>) {
+        if (s.k == 0 || R::better(v, s.best_v[s.i])) s.best_v[s.i] = v, s.best[s.i] = s.k;
+      } else {
+        using F = std::conditional_t<std::is_same_v<R, reducers::mean>, reducers::sum, R>;
+        s.acc[s.i] = s.k == 0 ? static_cast<W>(v) : F{}(s.acc[s.i], static_cast<W>(v));
+      }
     }
   }
 }
@@ -102,6 +109,8 @@ void column_store(void* ctx, char* const* rows, index_t, index_t n) {
       out = s.best[s.i];
     else if constexpr (std::is_same_v<R, reducers::mean>)
       out = static_cast<Result>(s.acc[s.i]) / Result(s.count);
+    else if constexpr (is_moments_reducer<R>)
+      out = static_cast<Result>(s.acc->m2[s.i]);
     else
       out = static_cast<Result>(s.acc[s.i]);
     row[j] = static_cast<T>(out);
@@ -119,8 +128,12 @@ MELD_NOINLINE void reduce_axis_cursor(T* dst, int dst_rank, const strides_t& dst
   constexpr bool is_mean = std::is_same_v<R, reducers::mean>;
   using Result = typename R::template result<V>;
   using A = accumulator_t<R, V>;
-  // Float sums over a strided axis accumulate in double (there is no pairwise tree there).
-  using W = std::conditional_t<std::is_same_v<A, float> && !R::needs_elements, double, A>;
+  // Outputs per block of the output-major path. Its accumulators: float sums over a strided axis
+  // accumulate in double (there is no pairwise tree there); var's moments are a block's arrays.
+  constexpr index_t block = 512;
+  using W = std::conditional_t<
+      is_moments_reducer<R>, column_moments<block>,
+      std::conditional_t<std::is_same_v<A, float> && !R::needs_elements, double, A>>;
   constexpr int N = 1 + C::leaf_count;
   const int r = in_shape.size();
   const index_t L = in_shape[axis];
@@ -171,7 +184,7 @@ MELD_NOINLINE void reduce_axis_cursor(T* dst, int dst_rank, const strides_t& dst
     else if constexpr (is_arg_reducer<R>)
       fill = 0;
     else
-      fill = static_cast<Result>(R::template identity<A>());
+      fill = static_cast<Result>(fold_result(R::template identity<A>()));
     // Every output gets the fill: a plan over the outputs alone (the axis with extent 1).
     shape_t outputs = space;
     outputs[r - 1] = 1;
@@ -189,8 +202,8 @@ MELD_NOINLINE void reduce_axis_cursor(T* dst, int dst_rank, const strides_t& dst
 
   if (along_contiguous || M < 64) {
     // One output at a time, reducing a row of the operand (packed when it is strided).
-    constexpr bool simd = !is_arg_reducer<R> && std::is_same_v<V, A> && simd_cursor<C, A>;
-    using Batch = std::conditional_t<simd, batch_for<A>, void>;
+    using Fold = std::conditional_t<is_mean, reducers::sum, R>;
+    using Batch = std::conditional_t<is_arg_reducer<R>, void, fold_batch_t<Fold, V, A, C>>;
     using State = axis_row_state<R, A, Batch, C>;
     auto piece = [&](index_t i) { return (M / chunks * i + (M % chunks) * i / chunks) * L; };
     thread_pool::global().parallel_for(chunks, [&](index_t i) {
@@ -207,16 +220,15 @@ MELD_NOINLINE void reduce_axis_cursor(T* dst, int dst_rank, const strides_t& dst
   out_plan.size = M;
   access store_modes[N];
   for (int o = 0; o < N; ++o) store_modes[o] = o == 0 ? access::write : access::pointer;
-  constexpr index_t block = 512;
   const index_t blocks = (M + block - 1) / block;
   const index_t tasks = std::min(blocks, chunks);
   thread_pool::global().parallel_for(tasks, [&](index_t t) {
-    W acc[block];
+    W acc[is_moments_reducer<R> ? 1 : block];
     V best_v[is_arg_reducer<R> ? block : 1];
     index_t best[is_arg_reducer<R> ? block : 1];
     for (index_t b = blocks * t / tasks; b < blocks * (t + 1) / tasks; ++b) {
       const index_t m0 = b * block, m1 = std::min(M, m0 + block);
-      column_state<R, W, C> state{src, acc, best_v, best};
+      column_state<R, W, C> state{src, acc, best_v, best, L};
       char* shifted[N];
       plan_ref at_k = out_plan.ref();
       at_k.base = shifted;

@@ -11,6 +11,7 @@
 
 #include "../../core/config.hpp"
 #include "../../expr/functors.hpp"
+#include "../../expr/reduce.hpp"
 #include "../../expr/walk.hpp"
 #include "half.hpp"
 
@@ -244,14 +245,14 @@ __global__ void generate_kernel(T* __restrict__ out, G g, index_t n) {
 }
 
 // Writes the result of segment m (an axis reduction into a contiguous buffer) into a strided
-// destination, dividing by `divide` (for mean) when it is nonzero.
+// destination, dividing by `divide` (for mean) when it is nonzero. (var's moments write their M2.)
 template <class T, class S>
 __global__ void scatter_segments(T* __restrict__ out, launch_shape shape, dstrides layout,
                                  const S* __restrict__ in, index_t n, index_t divide) {
   const index_t stride = index_t(gridDim.x) * blockDim.x;
   for (index_t i = index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    auto v = in[i];
-    if (divide) v = v / static_cast<S>(divide);
+    auto v = fold_result(in[i]);
+    if (divide) v = v / static_cast<decltype(v)>(divide);
     out[offset_of(i, shape, layout.st)] = static_cast<T>(v);
   }
 }

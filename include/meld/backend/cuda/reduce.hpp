@@ -3,6 +3,12 @@
 // argmin are one CUB reduction over an iterator that evaluates it; the value comes back through
 // pinned memory, waited for only when read) and along an axis (a segmented CUB reduction into a
 // contiguous buffer, then one kernel that writes it into the destination's layout).
+//
+// var's moments (reducers::squared_deviations) take the same paths with detail::moments<double>
+// as the accumulator: each element becomes the moments of one value, which a thread's fold merges
+// into its partial (Welford's update, one division in double per element), and CUB merges the
+// partials, or a segment's elements, with Chan's formula. One pass over the data; the relative
+// error of M2 is O((n / threads + log2 threads) eps kappa), kappa = |mean| / std.
 #pragma once
 
 #include "platform.hpp"
@@ -43,10 +49,8 @@ struct cuda_future_state : future_state<T> {
   bool ready() override { return !done || cudaEventQuery(done) == cudaSuccess; }
   void finish() {
     if (!host) return;
-    if (divide)
-      this->value = static_cast<T>(static_cast<T>(*host) / static_cast<T>(divide));
-    else
-      this->value = static_cast<T>(*host);
+    const T v = static_cast<T>(detail::fold_result(*host));  // var's moments: their M2
+    this->value = divide ? static_cast<T>(v / static_cast<T>(divide)) : v;
     (void)cudaFreeHost(host);
     host = nullptr;
   }
@@ -102,10 +106,11 @@ inline constexpr bool is_arg =
 
 // The accumulator of reducer R over elements V.
 template <class R, class V>
-using accumulator_t =
-    std::conditional_t<std::is_same_v<R, reducers::mean>,
-                       std::conditional_t<std::is_floating_point_v<V>, V, double>,
-                       std::conditional_t<is_arg<R>, V, typename R::template result<V>>>;
+using accumulator_t = std::conditional_t<
+    std::is_same_v<R, reducers::mean>, std::conditional_t<std::is_floating_point_v<V>, V, double>,
+    std::conditional_t<is_arg<R>, V,
+                       std::conditional_t<std::is_same_v<R, reducers::squared_deviations>,
+                                          moments<double>, typename R::template result<V>>>>;
 
 // The ordering state of the first tensor leaf of an expression, or null.
 template <class E>
@@ -147,7 +152,7 @@ scalar_result_t<cuda<Policy>, reduce_result_t<R, E>> executor<cuda<Policy>>::red
     else if constexpr (is_mean)
       state->value = std::numeric_limits<Result>::quiet_NaN();
     else
-      state->value = static_cast<Result>(R::template identity<A>());
+      state->value = static_cast<Result>(detail::fold_result(R::template identity<A>()));
     return result_of(future<Result>(state));
   }
   detail::check_devices(R::name, e);
@@ -278,8 +283,10 @@ void executor<cuda<Policy>>::reduce_axis(const Dst& dst, const E& e, int axis) {
   if (L == 0) {
     // An empty sum / product / mean (max, min, argmax refused it already).
     Out fill_value{};
-    if constexpr (!is_arg<R>)
-      fill_value = is_mean ? std::numeric_limits<A>::quiet_NaN() : Fold::template identity<A>();
+    if constexpr (is_mean)
+      fill_value = std::numeric_limits<A>::quiet_NaN();
+    else if constexpr (!is_arg<R>)
+      fill_value = Fold::template identity<A>();
     launch("meld::cuda fill kernel", fill_kernel<Out>, M, device, s, buffer, fill_value, M);
   } else {
     const thrust::counting_iterator<index_t> positions(0);
