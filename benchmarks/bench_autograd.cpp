@@ -1,8 +1,9 @@
 // Autograd against the hand-written layers, side by side (benchmarks/RESULTS.md, "Autograd"):
 //
-//   1. the training example's MLP (784-256-128-10, ReLU, batch 256, SGD with momentum): samples/s
-//      of a step (forward, cross-entropy, backward, update) with nn::sequential's hand-written
-//      backward and with the same model written with forward only (autograd::module);
+//   1. the training example's MLP (784-256-128-10, ReLU, batch 256, SGD with momentum) and LeNet:
+//      samples/s of a step (forward, cross-entropy, backward, update) with nn::sequential's
+//      hand-written backward and with the same model written with forward only (autograd::module),
+//      interleaved rounds, the best of each;
 //   2. the backward of a 5-input elementwise expression, y = a*x + exp(z)*sigmoid(w) - v*v: the
 //      fused backward (one loop per input gradient) against the same forward and backward written
 //      as separate eager operations (each intermediate a tensor), and the STREAM triad's bandwidth
@@ -77,6 +78,32 @@ struct mlp_layers {
   }
 };
 
+// The training example's LeNet with autograd's layers, and the same from nn's layers (the same
+// seeds draw the same parameters).
+struct lenet {
+  using variable = ag::variable<float>;
+  ag::layers::conv2d<float> c1{1, 20, 3, {.seed = 1}}, c2{20, 50, 5, {.seed = 2}};
+  ag::layers::avg_pool2d<float> pool{2};
+  ag::layers::linear<float> fc1{800, 128, {.seed = 3}}, fc2{128, 10, {.seed = 4}};
+
+  variable forward(const variable& x) {
+    variable h = pool(relu(c1(x)));
+    h = pool(relu(c2(h)));
+    return fc2(relu(fc1(ag::reshape(h, {h.shape()[0], -1}))));
+  }
+  template <class F>
+  void parameters(F&& f) {
+    ag::parameters(f, "c1", c1, "c2", c2, "fc1", fc1, "fc2", fc2);
+  }
+};
+auto hand_written_lenet() {
+  return nn::sequential(nn::conv2d<float>(1, 20, 3, {.seed = 1}), nn::relu<float>(),
+                        nn::avg_pool2d<float>(2), nn::conv2d<float>(20, 50, 5, {.seed = 2}),
+                        nn::relu<float>(), nn::avg_pool2d<float>(2), nn::flatten<float>(),
+                        nn::linear<float>(800, 128, {.seed = 3}), nn::relu<float>(),
+                        nn::linear<float>(128, 10, {.seed = 4}));
+}
+
 template <class Model>
 double train_rate(Model& model, int steps, const tensor<float>& x, const tensor<std::int64_t>& y) {
   meld::optim::sgd opt(model, {.lr = 0.05, .momentum = 0.9});
@@ -144,6 +171,25 @@ int main(int argc, char** argv) {
               derived / hand);
   std::printf("| autograd, layers::linear | %.0f (%.2fx) |\n\n", derived_layers,
               derived_layers / hand);
+
+  // ---- 1b. the example's LeNet ----
+  {
+    const tensor<float> images = meld::uniform<float>({batch, 1, 28, 28}, -1.f, 1.f, 1);
+    auto lenet_layers = hand_written_lenet();
+    lenet_layers.requires_input_grad(false);
+    ag::module lenet_model{lenet{}};
+    lenet_model.requires_input_grad(false);
+    const int lenet_steps = std::max(1, steps / 4);
+    double lenet_hand = 0, lenet_derived = 0;
+    for (int round = 0; round < 3; ++round) {
+      lenet_hand = std::max(lenet_hand, train_rate(lenet_layers, lenet_steps, images, y));
+      lenet_derived = std::max(lenet_derived, train_rate(lenet_model, lenet_steps, images, y));
+    }
+    std::printf("| LeNet, batch 256, 28 x 28 | samples/s |\n| --- | --- |\n");
+    std::printf("| hand-written backward (nn::sequential) | %.0f |\n", lenet_hand);
+    std::printf("| autograd, layers::conv2d, avg_pool2d, linear | %.0f (%.2fx) |\n\n",
+                lenet_derived, lenet_derived / lenet_hand);
+  }
 
   // ---- 2. a 5-input elementwise expression ----
   auto input = [&](std::uint64_t seed) { return meld::uniform<float>({n}, -1.f, 1.f, seed); };

@@ -90,22 +90,28 @@ std::vector<double> train_reference(M& ref, int steps, index_t n) {
   return losses;
 }
 
-}  // namespace
-
-TEST_CASE("a model on cuda<async> trains like the CPU", "[cuda][nn]") {
-  auto ref = make_net<meld::cpu<>>();
-  const auto want = train_reference(ref, 5, 24);
-  auto model = make_net<gpu>();
+// The same SGD steps on the GPU, each loss equal to the reference's.
+template <class M>
+void train_like_reference(M& model, const std::vector<double>& want) {
   meld::optim::sgd opt(model, {.lr = 0.1, .momentum = 0.9});
-  for (int s = 0; s < 5; ++s) {
+  for (std::size_t s = 0; s < want.size(); ++s) {
     const batch b = make_batch(24, 50 + static_cast<std::uint64_t>(s));
     model.zero_grad();
     meld::tensor<float, gpu> g;
     const auto loss = nn::cross_entropy(model.forward(meld::to<gpu>(b.x)), meld::to<gpu>(b.y), g);
     model.backward(g);
     opt.step();
-    REQUIRE(loss.get() == Approx(want[static_cast<std::size_t>(s)]).epsilon(1e-4));
+    REQUIRE(loss.get() == Approx(want[s]).epsilon(1e-4));
   }
+}
+
+}  // namespace
+
+TEST_CASE("a model on cuda<async> trains like the CPU", "[cuda][nn]") {
+  auto ref = make_net<meld::cpu<>>();
+  const auto want = train_reference(ref, 5, 24);
+  auto model = make_net<gpu>();
+  train_like_reference(model, want);
   require_close(host_parameters(model), host_parameters(ref), 1e-4);
 }
 
@@ -116,16 +122,7 @@ TEST_CASE("a forward-only model (autograd) on cuda<async> trains like nn's layer
   meld::autograd::module model{autograd_net<gpu>{}};
   nn::initialize(model, nn::kaiming_uniform{}, 7);
   model.requires_input_grad(false);
-  meld::optim::sgd opt(model, {.lr = 0.1, .momentum = 0.9});
-  for (int s = 0; s < 5; ++s) {
-    const batch b = make_batch(24, 50 + static_cast<std::uint64_t>(s));
-    model.zero_grad();
-    meld::tensor<float, gpu> g;
-    const auto loss = nn::cross_entropy(model.forward(meld::to<gpu>(b.x)), meld::to<gpu>(b.y), g);
-    model.backward(g);
-    opt.step();
-    REQUIRE(loss.get() == Approx(want[static_cast<std::size_t>(s)]).epsilon(1e-4));
-  }
+  train_like_reference(model, want);
   require_close(host_parameters(model), host_parameters(ref), 1e-4);
 }
 
