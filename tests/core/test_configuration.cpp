@@ -347,6 +347,8 @@ TEST_CASE("print_configuration: one aligned line per field", "[core][configurati
   CHECK(field("mpi").rfind(c.mpi ? "yes" : "no", 0) == 0);
   CHECK(field("nccl").rfind(c.nccl ? "yes" : "no", 0) == 0);
   CHECK(field("blas").rfind(c.blas ? "yes" : "no", 0) == 0);
+  CHECK(field("traces").rfind(c.tracing ? "recording" : "off", 0) == 0);
+  CHECK((field("traces").find("NVTX") != std::string::npos) == c.nvtx);
   for (const auto& var : c.environment)
     CHECK(field(var.name) == (var.set ? var.value : "(not set)"));
   // The values start in one column.

@@ -45,6 +45,8 @@ TEST_CASE("trace: nested ranges from several threads, as Chrome-trace JSON", "[c
   constexpr int threads = 4, inner_count = 3;
   meld::trace::start(path);
   REQUIRE(meld::trace::enabled());
+  CHECK(meld::build_info().tracing);
+  CHECK_FALSE(meld::trace::nvtx());  // no CUDA backend here (and no NVTX tool)
   const auto work = [&](int t) {
     meld::trace::name_thread("tracer " + std::to_string(t));
     meld::trace_range outer("outer", "test", {"thread", t});
@@ -59,6 +61,7 @@ TEST_CASE("trace: nested ranges from several threads, as Chrome-trace JSON", "[c
   work(0);
   for (auto& th : pool) th.join();
   meld::trace::stop();
+  CHECK_FALSE(meld::build_info().tracing);
   REQUIRE_FALSE(meld::trace::enabled());
   { meld::trace_range after("after stop"); }  // not recorded
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../core/config.hpp"
+#include "../core/trace.hpp"
 #include "../version.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/simd.hpp"
@@ -80,7 +81,9 @@ struct configuration {
   int cuda_devices = -1;       ///< CUDA devices at run time; -1 where the unit lacks the backend
   bool mpi = false;            ///< MPI communicator compiled in (MELD_WITH_MPI)
   bool nccl = false;           ///< NCCL communicator compiled in (MELD_WITH_NCCL)
-  bool blas = false;  ///< float/double matrix products go to a system BLAS (MELD_ENABLE_BLAS)
+  bool blas = false;     ///< float/double matrix products go to a system BLAS (MELD_ENABLE_BLAS)
+  bool tracing = false;  ///< the trace recorder records (MELD_TRACE, trace::start)
+  bool nvtx = false;     ///< meld's ranges go to an attached NVTX tool (trace::nvtx())
   /// Every environment variable meld reads, set or not.
   std::vector<environment_variable> environment;
   /// Settings meld rejects (a malformed environment variable): the error each use would throw.
@@ -232,6 +235,8 @@ static inline configuration build_info() {
 #if defined(MELD_ENABLE_BLAS) && MELD_ENABLE_BLAS
   c.blas = true;
 #endif
+  c.tracing = trace::enabled();
+  c.nvtx = trace::nvtx();
   for (const char* name : detail::environment_variables) {
     environment_variable var{name, false, {}};
     if (const char* value = std::getenv(name)) {
@@ -295,6 +300,9 @@ inline void print_configuration(std::ostream& os, const configuration& c) {
   line("mpi", c.mpi ? "yes (meld::mpi_comm, param_server)" : "no");
   line("nccl", c.nccl ? "yes (meld::nccl_comm)" : "no");
   line("blas", c.blas ? "yes (float and double matrix products)" : "no (meld's own gemm)");
+  std::string traces = c.tracing ? "recording (Chrome-trace JSON)" : "off";
+  if (c.nvtx) traces += "; NVTX ranges to the attached tool";
+  line("traces", traces);
   for (const auto& var : c.environment) line(var.name, var.set ? var.value : "(not set)");
   for (const auto& problem : c.problems) line("problem", problem);
 

@@ -19,6 +19,11 @@
 // Off (the default), a range costs a relaxed load of one flag and a predictable branch: no clock
 // read, no allocation, no formatting. On, each thread appends to a buffer of its own, whose lock
 // only the writer ever contends, and the buffers are merged when the file is written.
+//
+// In programs built with the CUDA backend, the same ranges are also NVTX ranges (domain "meld",
+// the category as NVTX category, the first argument as payload) whenever an NVTX tool such as
+// Nsight Systems is attached (backend/cuda/nvtx.hpp): they then show on the tool's timeline above
+// the kernels they launched. Without a tool, nothing changes.
 #pragma once
 
 #include <atomic>
@@ -46,12 +51,32 @@ struct trace_arg {
 
 namespace detail {
 
-// The flag that every traced range reads first. Constant-initialized: valid before and after the
-// recorder (static construction and destruction of other objects may record).
-inline std::atomic<bool> trace_on{false};
+// Where traced ranges go: bits of the word that every traced range reads first. Constant-
+// initialized: valid before and after the recorder (static construction and destruction of other
+// objects may record).
+inline constexpr unsigned trace_to_recorder = 1;  // trace::start .. trace::stop
+inline constexpr unsigned trace_to_nvtx = 2;      // an NVTX tool listens (CUDA builds)
+inline std::atomic<unsigned> trace_sinks{0};
 
+// Whether the recorder records (the JSON trace).
 inline bool trace_enabled() noexcept {
-  return trace_on.load(std::memory_order_relaxed);
+  return (trace_sinks.load(std::memory_order_relaxed) & trace_to_recorder) != 0;
+}
+
+// NVTX's range push and pop, installed (before trace_to_nvtx is set) by backend/cuda/nvtx.hpp in
+// programs that a tool profiles. Function pointers, so that the core knows nothing of CUDA and
+// every translation unit sees the same trace_scope.
+struct trace_nvtx_calls {
+  void (*push)(const char* name, const char* category, std::int64_t payload) = nullptr;
+  void (*pop)() = nullptr;
+};
+inline trace_nvtx_calls trace_nvtx;
+
+inline void trace_nvtx_push(const char* name, const char* category, trace_arg a) noexcept {
+  trace_nvtx.push(name, category, a.value);
+}
+inline void trace_nvtx_pop() noexcept {
+  trace_nvtx.pop();
 }
 
 // Nanoseconds of the steady clock (the clock of data_parallel's step timing too).
@@ -132,36 +157,62 @@ class trace_scope {
  public:
   MELD_INLINE trace_scope(const char* name, const char* category, trace_arg a = {},
                           trace_arg b = {}, trace_arg c = {}) noexcept {
-    if (trace_enabled()) [[unlikely]]
-      begin(name, category, a, b, c);
+    if (const unsigned sinks = trace_sinks.load(std::memory_order_relaxed)) [[unlikely]]
+      begin(sinks, name, category, a, b, c);
   }
   MELD_INLINE ~trace_scope() {
-    if (begin_ >= 0) [[unlikely]]
+    if (sinks_ != 0) [[unlikely]]
       end();
   }
   trace_scope(const trace_scope&) = delete;
   trace_scope& operator=(const trace_scope&) = delete;
 
  private:
-  void begin(const char* name, const char* category, trace_arg a, trace_arg b,
+  void begin(unsigned sinks, const char* name, const char* category, trace_arg a, trace_arg b,
              trace_arg c) noexcept {
+    sinks_ = sinks;
     name_ = name;
     category_ = category;
     args_[0] = a;
     args_[1] = b;
     args_[2] = c;
-    begin_ = trace_now();
+    if (sinks & trace_to_nvtx) trace_nvtx_push(name, category, a);
+    if (sinks & trace_to_recorder) begin_ = trace_now();
   }
   void end() noexcept {
-    try {
-      trace_complete(name_, category_, begin_, trace_now(), args_[0], args_[1], args_[2]);
-    } catch (...) {  // no memory for the event: the trace misses it
+    if (sinks_ & trace_to_recorder) {
+      try {
+        trace_complete(name_, category_, begin_, trace_now(), args_[0], args_[1], args_[2]);
+      } catch (...) {  // no memory for the event: the trace misses it
+      }
     }
+    if (sinks_ & trace_to_nvtx) trace_nvtx_pop();  // balanced: pushed by begin
   }
-  std::int64_t begin_ = -1;
+  unsigned sinks_ = 0;  // where this range went at its beginning
+  std::int64_t begin_ = 0;
   const char* name_ = nullptr;
   const char* category_ = nullptr;
   trace_arg args_[3];
+};
+
+// A range for NVTX only, around work whose recorder event is written elsewhere (data_parallel's
+// phases, timed for step_timing and recorded afterwards by step_phases).
+class nvtx_scope {
+ public:
+  nvtx_scope(const char* name, const char* category, trace_arg a = {}) noexcept
+      : on_((trace_sinks.load(std::memory_order_relaxed) & trace_to_nvtx) != 0) {
+    if (on_) [[unlikely]]
+      trace_nvtx_push(name, category, a);
+  }
+  ~nvtx_scope() {
+    if (on_) [[unlikely]]
+      trace_nvtx_pop();
+  }
+  nvtx_scope(const nvtx_scope&) = delete;
+  nvtx_scope& operator=(const nvtx_scope&) = delete;
+
+ private:
+  bool on_;
 };
 
 }  // namespace detail
@@ -189,6 +240,11 @@ inline void stop() {
 inline void write(const std::string& path) {
   detail::trace_recorder::get().write(path);
 }
+/// Whether meld's ranges also go to NVTX: a program built with the CUDA backend under an NVTX tool
+/// (Nsight Systems, Nsight Compute) attached to it.
+inline bool nvtx() noexcept {
+  return (detail::trace_sinks.load(std::memory_order_relaxed) & detail::trace_to_nvtx) != 0;
+}
 /// The calling thread's name in traces (default: "main" for the thread that started the
 /// program, "thread N" for others).
 inline void name_thread(const std::string& name) {
@@ -200,35 +256,54 @@ inline void name_thread(const std::string& name) {
 /// A traced range of the program's own: from construction to the end of its scope, on the calling
 /// thread, with a category (default "user") and up to two integer arguments. Ranges nest. Off,
 /// constructing one costs a flag read (and, for a std::string name, the string the caller built).
+/// Under an NVTX tool (CUDA builds), the range is an NVTX range of domain "meld" too.
 class trace_range {
  public:
   /// A range named by a string that outlives the recording (a literal).
   explicit trace_range(const char* name, const char* category = "user", trace_arg a = {},
                        trace_arg b = {}) noexcept
-      : begin_(detail::trace_enabled() ? detail::trace_now() : -1),
+      : sinks_(detail::trace_sinks.load(std::memory_order_relaxed)),
         name_(name),
         category_(category),
         a_(a),
-        b_(b) {}
+        b_(b) {
+    if (sinks_ != 0) [[unlikely]]
+      begin();
+  }
   /// A range with a name built at run time (kept only while recording).
   explicit trace_range(std::string name, const char* category = "user", trace_arg a = {},
                        trace_arg b = {})
-      : trace_range(static_cast<const char*>(nullptr), category, a, b) {
-    if (begin_ >= 0) text_ = std::move(name);
+      : sinks_(detail::trace_sinks.load(std::memory_order_relaxed)),
+        name_(nullptr),
+        category_(category),
+        a_(a),
+        b_(b) {
+    if (sinks_ != 0) [[unlikely]] {
+      text_ = std::move(name);
+      begin();
+    }
   }
   ~trace_range() {
-    if (begin_ < 0) return;
-    try {
-      detail::trace_recorder::get().record(detail::trace_event{
-          begin_, detail::trace_now(), name_, category_, {a_, b_, {}}, std::move(text_)});
-    } catch (...) {  // no memory for the event: the trace misses it
+    if (sinks_ & detail::trace_to_recorder) {
+      try {
+        detail::trace_recorder::get().record(detail::trace_event{
+            begin_, detail::trace_now(), name_, category_, {a_, b_, {}}, std::move(text_)});
+      } catch (...) {  // no memory for the event: the trace misses it
+      }
     }
+    if (sinks_ & detail::trace_to_nvtx) detail::trace_nvtx_pop();
   }
   trace_range(const trace_range&) = delete;
   trace_range& operator=(const trace_range&) = delete;
 
  private:
-  std::int64_t begin_;
+  void begin() noexcept {
+    if (sinks_ & detail::trace_to_nvtx)
+      detail::trace_nvtx_push(name_ ? name_ : text_.c_str(), category_, a_);
+    if (sinks_ & detail::trace_to_recorder) begin_ = detail::trace_now();
+  }
+  unsigned sinks_;  // where this range went at its beginning
+  std::int64_t begin_ = 0;
   const char* name_;  // null: text_ is the name
   const char* category_;
   trace_arg a_, b_;

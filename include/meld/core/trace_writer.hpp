@@ -93,7 +93,7 @@ MELD_RUNTIME trace_recorder::~trace_recorder() {
       std::fprintf(stderr, "%s\n", e.what());
     }
   }
-  trace_on.store(false, std::memory_order_relaxed);
+  trace_sinks.fetch_and(~trace_to_recorder, std::memory_order_relaxed);
 }
 
 MELD_RUNTIME trace_thread& trace_recorder::this_thread() {
@@ -131,14 +131,14 @@ MELD_RUNTIME void trace_recorder::start(const std::string& path) {
     std::lock_guard events(t->mutex);
     t->events.clear();
   }
-  trace_on.store(true, std::memory_order_relaxed);
+  trace_sinks.fetch_or(trace_to_recorder, std::memory_order_relaxed);
 }
 
 MELD_RUNTIME void trace_recorder::stop() {
   std::string path;
   {
     std::lock_guard lock(mutex_);
-    trace_on.store(false, std::memory_order_relaxed);
+    trace_sinks.fetch_and(~trace_to_recorder, std::memory_order_relaxed);
     path = std::exchange(path_, std::string());
   }
   if (!path.empty()) write(path);

@@ -70,7 +70,6 @@
 
 #include <any>
 #include <array>
-#include <chrono>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -266,7 +265,8 @@ class data_parallel {
         if (fresh) begin_window(w);
         w.read(*w.model, sizes_);
         w.loss = loss_type();
-        more = synchronize(w, 0, /*active=*/false, false, clock::now(), clock::now(), nullptr);
+        detail::dist::step_clock phases(w.comm->rank(), /*with_forward=*/false);
+        more = synchronize(w, 0, /*active=*/false, false, phases, nullptr);
       });
       if (!more) return;
       window_start_ = true;
@@ -337,7 +337,6 @@ class data_parallel {
   }
 
  private:
-  using clock = std::chrono::steady_clock;
   using bucket_engine = detail::dist::bucket_engine<value_type, backend_type, Comm>;
 
   // A worker: its replica (the parameters as detail::dist::replica_params reads them), its
@@ -466,7 +465,7 @@ class data_parallel {
   template <class Targets, class Loss>
   loss_type worker_step(worker& w, const tensor_type& x, const Targets* t, index_t n,
                         const Loss& loss, bool sync, bool fresh, const totals* known = nullptr) {
-    const auto t0 = clock::now();
+    detail::dist::step_clock phases(w.comm->rank());
     if (fresh) begin_window(w);
     w.window_samples += static_cast<double>(n);
     w.loss = loss_type();
@@ -479,13 +478,14 @@ class data_parallel {
         w.loss = loss_type::from_mean(static_cast<double>(l), static_cast<double>(n));
       w.grad_out *= static_cast<value_type>(n);  // the gradient of the shard's summed loss
     }
-    const auto t1 = clock::now();
+    phases.forward_done();
     if (!sync) {
       if (n > 0) w.model->backward(w.grad_out);
-      w.timing = detail::dist::step_phases<step_timing>(w.comm->rank(), t0, t1, clock::now(), {});
+      phases.backward_done(/*then_wait=*/false);
+      w.timing = phases.timing<step_timing>();
       return std::move(w.loss);
     }
-    synchronize(w, n, /*active=*/true, n > 0, t0, t1, known);
+    synchronize(w, n, /*active=*/true, n > 0, phases, known);
     return loss_type(tensor_type(w.loss_sums), w.counts[1], w.loss.classes());
   }
 
@@ -502,8 +502,8 @@ class data_parallel {
   // The collective part of a synchronized step: the counts (unless `known`), the loss, then the
   // buckets (launched during backward when the model reports ready gradients), then the averaged
   // gradients. Returns whether any rank was active.
-  bool synchronize(worker& w, index_t n, bool active, bool run_backward, clock::time_point t0,
-                   clock::time_point t1, const totals* known) {
+  bool synchronize(worker& w, index_t n, bool active, bool run_backward,
+                   detail::dist::step_clock& phases, const totals* known) {
     Comm& c = *w.comm;
     std::optional<typename Comm::request> counts_request;
     if (known) {
@@ -537,16 +537,16 @@ class data_parallel {
         w.model->backward(w.grad_out);
       }
     }
-    const auto t2 = clock::now();
+    phases.backward_done(/*then_wait=*/true);
     for (std::size_t i = 0; i < w.params.size(); ++i)
       w.buckets->mark_ready(c, w.params, static_cast<int>(i), /*during_backward=*/false);
     w.buckets->finish(c);
     if (counts_request) counts_request->wait();
     w.buckets->wait();
     w.loss_sums = w.buckets->tail();
-    const auto t3 = clock::now();
+    phases.wait_done();
     w.buckets->unpack_mean(w.params, w.counts[0]);
-    w.timing = detail::dist::step_phases<step_timing>(c.rank(), t0, t1, t2, t3);
+    w.timing = phases.timing<step_timing>();
     w.timing.buckets = static_cast<int>(plan_.buckets.size());
     w.timing.buckets_during_backward = w.buckets->launched_during_backward();
     return w.counts[2] > 0;

@@ -18,6 +18,7 @@ void executor<cuda<Policy>>::copy_from_host(const Dst& dst, const T* src) {
   using detail::cuda_eval::pinned_pool;
   const std::size_t bytes = static_cast<std::size_t>(dst.size()) * sizeof(T);
   if (bytes == 0) return;
+  detail::trace_scope traced("copy from host", "cuda", {"elements", dst.size()});
   auto& access = dst.storage_ptr()->access();
   cuda_device_guard guard(access.device());
   cudaStream_t s = access.home()->handle;
@@ -37,6 +38,7 @@ void executor<cuda<Policy>>::copy_to_host(T* dst, const Src& src) {
   using detail::cuda_eval::pinned_pool;
   const std::size_t bytes = static_cast<std::size_t>(src.size()) * sizeof(T);
   if (bytes == 0) return;
+  detail::trace_scope traced("copy to host", "cuda", {"elements", src.size()});
   auto& access = src.storage_ptr()->access();
   cuda_device_guard guard(access.device());
   cudaStream_t s = access.home()->handle;
@@ -55,6 +57,7 @@ void executor<cuda<Policy>>::copy(const Dst& dst, const Src& src) {
   using T = typename Dst::value_type;
   const std::size_t bytes = static_cast<std::size_t>(dst.size()) * sizeof(T);
   if (bytes == 0) return;
+  detail::trace_scope traced("copy device to device", "cuda", {"elements", dst.size()});
   auto& access = dst.storage_ptr()->access();
   auto& from = src.storage_ptr()->access();
   cuda_device_guard guard(access.device());

@@ -10,6 +10,7 @@
 
 #include "../../core/error.hpp"
 #include "../policy.hpp"
+#include "nvtx.hpp"
 
 namespace meld {
 

@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../core/trace.hpp"
 #include "../../expr/walk.hpp"
 #include "../../tensor/tensor.hpp"
 #include "../aliasing.hpp"
@@ -48,6 +49,7 @@ struct executor<cuda<Policy>> {
     using T = typename Dst::value_type;
     const index_t n = dst.size();
     if (n == 0) return;
+    detail::trace_scope traced("assign", "cuda", {"elements", n});
     detail::check_devices("assignment", dst, e);
     auto& out_access = dst.storage_ptr()->access();
     const int device = out_access.device();
@@ -103,6 +105,7 @@ struct executor<cuda<Policy>> {
     const V value = static_cast<V>(value_);
     const index_t n = dst.size();
     if (n == 0) return;
+    detail::trace_scope traced("fill", "cuda", {"elements", n});
     auto& access = dst.storage_ptr()->access();
     cuda_device_guard guard(access.device());
     cudaStream_t s = access.home()->handle;
@@ -125,6 +128,7 @@ struct executor<cuda<Policy>> {
     const index_t n = dst.size();
     if (n == 0) return;
     if (!dst.is_contiguous()) throw std::logic_error("meld: generate needs a contiguous tensor");
+    detail::trace_scope traced("generate", "cuda", {"elements", n});
     auto& access = dst.storage_ptr()->access();
     cuda_device_guard guard(access.device());
     cudaStream_t s = access.home()->handle;

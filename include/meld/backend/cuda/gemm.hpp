@@ -35,6 +35,7 @@ void executor<cuda<Policy>>::gemm(T alpha, const A& a_expr, const B& b_expr, T b
   using namespace detail::cuda_eval;
   using Back = cuda<Policy>;
   if (c.size() == 0) return;
+  detail::trace_scope traced("gemm", "cuda", {"elements", c.size()});
   auto& out_access = c.storage_ptr()->access();
   const int device = out_access.device();
   cuda_device_guard guard(device);

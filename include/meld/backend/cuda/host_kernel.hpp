@@ -74,6 +74,7 @@ template <class Policy>
 template <class F, class... Args>
 void executor<cuda<Policy>>::host_kernel(F&& fn, const Args&... args) {
   detail::check_devices("host_kernel", args...);
+  detail::trace_scope traced("host kernel", "cuda");
   auto staged = std::make_tuple(detail::cuda_eval::stage_to_host(args)...);
   std::apply([&](auto&... h) { fn(detail::cuda_eval::host_argument<Args>(h)...); }, staged);
   std::apply([&](const auto&... h) { (detail::cuda_eval::write_back(args, h), ...); }, staged);

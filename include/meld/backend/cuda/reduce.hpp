@@ -129,6 +129,7 @@ template <class Policy>
 template <class R, class E>
 scalar_result_t<cuda<Policy>, reduce_result_t<R, E>> executor<cuda<Policy>>::reduce(const E& e) {
   using namespace detail::cuda_eval;
+  detail::trace_scope traced("reduce", "cuda", {"elements", e.shape().product()});
   using V = value_t<E>;
   constexpr bool is_mean = std::is_same_v<R, reducers::mean>;
   using Result = reduce_result_t<R, E>;
@@ -238,6 +239,7 @@ template <class Policy>
 template <class R, class Dst, class E>
 void executor<cuda<Policy>>::reduce_axis(const Dst& dst, const E& e, int axis) {
   using namespace detail::cuda_eval;
+  detail::trace_scope traced("reduce_axis", "cuda", {"elements", e.shape().product()});
   using T = typename Dst::value_type;
   using V = value_t<E>;
   constexpr bool is_mean = std::is_same_v<R, reducers::mean>;
