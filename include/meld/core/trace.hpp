@@ -195,26 +195,6 @@ class trace_scope {
   trace_arg args_[3];
 };
 
-// A range for NVTX only, around work whose recorder event is written elsewhere (data_parallel's
-// phases, timed for step_timing and recorded afterwards by step_phases).
-class nvtx_scope {
- public:
-  nvtx_scope(const char* name, const char* category, trace_arg a = {}) noexcept
-      : on_((trace_sinks.load(std::memory_order_relaxed) & trace_to_nvtx) != 0) {
-    if (on_) [[unlikely]]
-      trace_nvtx_push(name, category, a);
-  }
-  ~nvtx_scope() {
-    if (on_) [[unlikely]]
-      trace_nvtx_pop();
-  }
-  nvtx_scope(const nvtx_scope&) = delete;
-  nvtx_scope& operator=(const nvtx_scope&) = delete;
-
- private:
-  bool on_;
-};
-
 }  // namespace detail
 
 /// Recording and writing traces (see the top of meld/core/trace.hpp).
