@@ -35,5 +35,5 @@
 #include "backend/concept.hpp"
 #include "backend/cpu/cpu.hpp"
 #include "backend/cpu/executor.hpp"
-#include "backend/cpu/thread_pool.hpp"
 #include "backend/policy.hpp"
+#include "runtime/thread_pool.hpp"

@@ -6,11 +6,11 @@
 
 #include "backend/configuration.hpp"  // build_info, print_configuration
 #include "backend/cpu/async.hpp"
-#include "backend/cpu/stream.hpp"
 #include "backend/device.hpp"
 #include "backend/sim/executor.hpp"
 #include "backend/sim/memory.hpp"
 #include "backend/sim/sim.hpp"
+#include "runtime/stream.hpp"
 
 #include "nn/model.hpp"
 

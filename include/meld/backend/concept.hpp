@@ -22,6 +22,12 @@
 //     copy(dst, src)                        between tensors of B, on any devices of B
 //     generate(dst, g)                      dst[i] = g(i) for each flat index i of a contiguous
 //                                           dst; g is a host-and-device (MELD_HD) callable
+//     host_kernel(fn, args...)              fn(host views of args...) for the operations that
+//                                           are not expressions (indexing, scans, sorts)
+//   window_ops<B>       convolution's and pooling's sliding windows (backend/window.hpp):
+//                       im2col, col2im_add, max_pool, max_unpool_add, avg_pool, avg_unpool_add
+// and, optionally, memory<B>::host_alias(p): a host address of device memory (sim's readable
+// mapping), with which host communicators move B's tensors in place (distributed/buffer.hpp).
 // Mixing devices in one operation is an error that names both. Nothing above backend/ may assume
 // more than this (host access compiles only where B::host_accessible).
 #pragma once
@@ -32,6 +38,7 @@
 #include "../expr/reduce.hpp"
 #include "../tensor/tensor.hpp"
 #include "backend.hpp"
+#include "window.hpp"
 
 namespace meld {
 
@@ -43,17 +50,26 @@ namespace detail {
 struct generator_archetype {
   MELD_HD float operator()(index_t i) const { return static_cast<float>(i); }
 };
+// What host_kernel is checked with: a function of host views.
+struct host_kernel_archetype {
+  template <class... Views>
+  void operator()(const Views&...) const {}
+};
 }  // namespace detail
 
 /// What a backend tag B provides: B::policy (meld::sync or meld::async), B::name and
-/// B::host_accessible, and specializations of `memory<B>`, `access_tracking<B>` and `executor<B>`
-/// (this header's opening comment lists their operations; docs/backends.md explains them).
+/// B::host_accessible, and specializations of `memory<B>`, `access_tracking<B>`, `executor<B>`
+/// and `window_ops<B>` (this header's opening comment lists their operations; docs/backends.md
+/// explains them).
 /// Every backend checks itself with `static_assert(meld::backend<its tag>)`.
 template <class B>
 concept backend = requires(std::size_t bytes, void* p, int device, float* host, const float* chost,
                            float value, tensor<float, B>& t, const tensor<float, B>& ct,
                            const tensor_view<float, B>& dst, const tensor_view<const float, B>& src,
-                           typename access_tracking<B>::type& access) {
+                           typename access_tracking<B>::type& access, index_t n,
+                           const detail::planes& planes, const detail::window2d& window,
+                           const tensor_view<std::int32_t, B>& argmax,
+                           const tensor_view<const std::int32_t, B>& cargmax) {
   typename B::policy;
   requires std::same_as<typename B::policy, sync> || std::same_as<typename B::policy, async>;
   { B::name } -> std::convertible_to<const char*>;
@@ -77,6 +93,14 @@ concept backend = requires(std::size_t bytes, void* p, int device, float* host, 
   executor<B>::copy_to_host(host, ct);
   executor<B>::copy(t, ct);
   executor<B>::generate(t, detail::generator_archetype{});
+  executor<B>::host_kernel(detail::host_kernel_archetype{}, dst, src);
+
+  window_ops<B>::template im2col<float>(src, n, planes, window, dst);
+  window_ops<B>::template col2im_add<float>(src, n, planes, window, dst);
+  window_ops<B>::template max_pool<float>(src, n, planes, window, dst, argmax);
+  window_ops<B>::template max_unpool_add<float>(src, cargmax, n, planes, window, dst);
+  window_ops<B>::template avg_pool<float>(src, n, planes, window, dst);
+  window_ops<B>::template avg_unpool_add<float>(src, n, planes, window, dst);
 };
 
 /// @}

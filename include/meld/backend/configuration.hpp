@@ -18,10 +18,10 @@
 
 #include "../core/config.hpp"
 #include "../core/trace.hpp"
+#include "../runtime/thread_pool.hpp"
 #include "../version.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/simd.hpp"
-#include "cpu/thread_pool.hpp"
 #include "sim/memory.hpp"
 
 #if defined(MELD_CUDA_BACKEND)

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "../backend/cpu/executor.hpp"
+#include "../backend/host.hpp"
 #include "../tensor/convert.hpp"
 #include "../tensor/tensor.hpp"
 #include "../tensor/tensor_view.hpp"

@@ -14,7 +14,7 @@
 #include <string>
 #include <type_traits>
 
-#include "../backend/cpu/executor.hpp"  // the CPU backend (tensors alone do not bring it)
+#include "../backend/host.hpp"  // the host backend (tensors alone do not bring it)
 #include "../tensor/convert.hpp"
 #include "../tensor/tensor.hpp"
 #include "../tensor/tensor_view.hpp"

@@ -7,11 +7,11 @@
 #include <chrono>
 #include <memory>
 
+#include "../../runtime/stream.hpp"
 #include "../../tensor/convert.hpp"
 #include "../concept.hpp"
+#include "../queued.hpp"
 #include "executor.hpp"
-#include "queued.hpp"
-#include "stream.hpp"
 
 namespace meld {
 

@@ -8,12 +8,12 @@
 #include <cstring>
 #include <memory>
 
+#include "../../runtime/thread_pool.hpp"
 #include "../plan.hpp"
 #include "loops.hpp"
 #include "simd.hpp"
-#include "thread_pool.hpp"
 
-#include "gcc12_warnings.hpp"  // push
+#include "../../core/gcc12_warnings.hpp"  // push
 
 namespace meld::detail::cpu_eval {
 
@@ -72,4 +72,4 @@ MELD_RUNTIME void run_chunks(const plan_ref& p, index_t n, index_t chunks, const
 
 }  // namespace meld::detail::cpu_eval
 
-#include "gcc12_warnings.hpp"  // pop
+#include "../../core/gcc12_warnings.hpp"  // pop

@@ -19,7 +19,7 @@
 #include "../../core/config.hpp"
 #include "simd.hpp"
 
-#include "gcc12_warnings.hpp"  // push
+#include "../../core/gcc12_warnings.hpp"  // push
 
 namespace meld::detail::cpu_eval {
 
@@ -258,4 +258,4 @@ struct dest_cursor {
 
 }  // namespace meld::detail::cpu_eval
 
-#include "gcc12_warnings.hpp"  // pop
+#include "../../core/gcc12_warnings.hpp"  // pop

@@ -19,6 +19,7 @@
 #include "memory.hpp"
 #include "reduce.hpp"
 #include "reduce_axis.hpp"
+#include "window.hpp"
 
 namespace meld {
 

@@ -35,12 +35,12 @@
 #include <vector>
 
 #include "../../core/config.hpp"
+#include "../../runtime/thread_pool.hpp"
 #include "cache_sizes.hpp"
 #include "gemm_kernel.hpp"
 #include "memory.hpp"
-#include "thread_pool.hpp"
 
-#include "gcc12_warnings.hpp"  // push
+#include "../../core/gcc12_warnings.hpp"  // push
 
 namespace meld::detail::cpu_eval {
 
@@ -137,7 +137,7 @@ const gemm_blocking& default_gemm_blocking() {
 }
 
 // A per-thread buffer for packed panels, grown on demand and kept for the next product (fresh
-// memory costs a page fault per 4 KiB on first touch; see shared/MACHINE-FACTS.md). Its size is
+// memory costs a page fault per 4 KiB on first touch: runtime/host_memory.hpp). Its size is
 // bounded by the block sizes: a KC x NC block of B and, per thread, an MC x KC block of A.
 class gemm_workspace {
  public:
@@ -153,7 +153,7 @@ class gemm_workspace {
       std::free(data_);
       data_ = nullptr;
       bytes_ = 0;
-      data_ = cpu_allocate(bytes);  // aligned to a cache line at least; throws when it cannot
+      data_ = host_allocate(bytes);  // aligned to a cache line at least; throws when it cannot
       bytes_ = bytes;
     }
     return static_cast<T*>(data_);
@@ -521,4 +521,4 @@ void gemm(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta, matrix_
 
 }  // namespace meld::detail::cpu_eval
 
-#include "gcc12_warnings.hpp"  // pop
+#include "../../core/gcc12_warnings.hpp"  // pop

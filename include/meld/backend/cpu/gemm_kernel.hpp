@@ -22,7 +22,7 @@
 #include "../../core/config.hpp"
 #include "simd.hpp"
 
-#include "gcc12_warnings.hpp"  // push
+#include "../../core/gcc12_warnings.hpp"  // push
 
 namespace meld::detail::cpu_eval {
 
@@ -160,4 +160,4 @@ void pack_b_panel(const T* b, index_t rs, index_t cs, index_t cols, index_t kc, 
 
 }  // namespace meld::detail::cpu_eval
 
-#include "gcc12_warnings.hpp"  // pop
+#include "../../core/gcc12_warnings.hpp"  // pop

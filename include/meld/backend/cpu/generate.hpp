@@ -4,8 +4,8 @@
 #pragma once
 
 #include "../../core/config.hpp"
+#include "../../runtime/thread_pool.hpp"
 #include "chunks.hpp"
-#include "thread_pool.hpp"
 
 namespace meld::detail::cpu_eval {
 

@@ -12,7 +12,7 @@
 #include "../plan.hpp"
 #include "cursor.hpp"
 
-#include "gcc12_warnings.hpp"  // push
+#include "../../core/gcc12_warnings.hpp"  // push
 
 namespace meld::detail::cpu_eval {
 
@@ -448,4 +448,4 @@ void arg_row(void* ctx, char* const* rows, index_t, index_t n) {
 
 }  // namespace meld::detail::cpu_eval
 
-#include "gcc12_warnings.hpp"  // pop
+#include "../../core/gcc12_warnings.hpp"  // pop

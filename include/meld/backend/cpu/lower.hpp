@@ -15,7 +15,7 @@
 #include "../lowering.hpp"
 #include "cursor.hpp"
 
-#include "gcc12_warnings.hpp"  // push
+#include "../../core/gcc12_warnings.hpp"  // push
 
 namespace meld::detail::cpu_eval {
 
@@ -138,4 +138,4 @@ MELD_INLINE bool flat_inputs(const E& e, const shape_t& shape, char** ptrs, std:
 
 }  // namespace meld::detail::cpu_eval
 
-#include "gcc12_warnings.hpp"  // pop
+#include "../../core/gcc12_warnings.hpp"  // pop

@@ -7,12 +7,12 @@
 #include <type_traits>
 
 #include "../../expr/matmul.hpp"
+#include "../../runtime/thread_pool.hpp"
 #include "../../tensor/tensor.hpp"
 #include "assign.hpp"
 #include "gemm.hpp"
-#include "thread_pool.hpp"
 
-#include "gcc12_warnings.hpp"  // push
+#include "../../core/gcc12_warnings.hpp"  // push
 
 namespace meld::detail::cpu_eval {
 
@@ -112,4 +112,4 @@ tensor<typename matmul_expr<A, B>::value_type, cpu<>> materialize(const matmul_e
 
 }  // namespace meld::detail::cpu_eval
 
-#include "gcc12_warnings.hpp"  // pop
+#include "../../core/gcc12_warnings.hpp"  // pop

@@ -19,9 +19,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../../expr/reduce.hpp"
 #include "loops.hpp"
 
-#include "gcc12_warnings.hpp"  // push
+#include "../../core/gcc12_warnings.hpp"  // push
 
 namespace meld::detail::cpu_eval {
 
@@ -384,4 +385,4 @@ MELD_INLINE void column_moments_row(column_moments<Outputs>& acc, index_t first,
 
 }  // namespace meld::detail::cpu_eval
 
-#include "gcc12_warnings.hpp"  // pop
+#include "../../core/gcc12_warnings.hpp"  // pop

@@ -11,7 +11,7 @@
 #include "assign.hpp"
 #include "reduce.hpp"
 
-#include "gcc12_warnings.hpp"  // push
+#include "../../core/gcc12_warnings.hpp"  // push
 
 namespace meld::detail::cpu_eval {
 
@@ -266,4 +266,4 @@ tensor<typename reduce_expr<R, A>::value_type, cpu<>> materialize(const reduce_e
 
 }  // namespace meld::detail::cpu_eval
 
-#include "gcc12_warnings.hpp"  // pop
+#include "../../core/gcc12_warnings.hpp"  // pop

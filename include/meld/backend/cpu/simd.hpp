@@ -8,9 +8,9 @@
 // who build with -Werror unaffected.
 // The order of these three lines is the point: keep clang-format from sorting them.
 // clang-format off
-#include "gcc12_warnings.hpp"  // push
+#include "../../core/gcc12_warnings.hpp"  // push
 #include <xsimd/xsimd.hpp>
-#include "gcc12_warnings.hpp"  // pop
+#include "../../core/gcc12_warnings.hpp"  // pop
 // clang-format on
 
 namespace meld::detail {

@@ -190,6 +190,7 @@ tensor<value_t<E>, typename E::backend_type> materialize(const E& e) {
 #include "gemm.hpp"
 #include "host_kernel.hpp"
 #include "reduce.hpp"
+#include "window.hpp"
 
 namespace meld {
 static_assert(backend<cuda<sync>>);

@@ -1,7 +1,7 @@
 // The sim executors. sim<sync> translates the leaves of each operation to host views of the same
 // memory (memory.hpp) and runs the CPU backend's synchronous evaluation on them; sim<async> queues
-// exactly that on the stream of the tensor written (cpu/queued.hpp), each device having a default
-// stream of its own, as CUDA devices do.
+// exactly that on the stream of the tensor written (backend/queued.hpp), each device having a
+// default stream of its own, as CUDA devices do.
 #pragma once
 
 #include <cstring>
@@ -12,14 +12,15 @@
 
 #include "../../core/trace.hpp"
 #include "../../expr/walk.hpp"
+#include "../../runtime/stream.hpp"
 #include "../../tensor/tensor.hpp"
 #include "../concept.hpp"
-#include "../cpu/executor.hpp"
-#include "../cpu/queued.hpp"
-#include "../cpu/stream.hpp"
+#include "../host.hpp"
 #include "../lowering.hpp"
+#include "../queued.hpp"
 #include "memory.hpp"
 #include "sim.hpp"
+#include "window.hpp"
 
 namespace meld {
 

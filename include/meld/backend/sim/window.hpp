@@ -1,9 +1,9 @@
-// The window operations (backend/window.hpp) on the simulated device: the CPU's loops, run as the
-// device's kernels through executor<sim<...>>::host_kernel.
+// The window operations (backend/window.hpp) on the simulated device: the host loops of
+// backend/host_window.hpp, run as the device's kernels through executor<sim<...>>::host_kernel.
 #pragma once
 
-#include "../cpu/window.hpp"
-#include "executor.hpp"
+#include "../host_window.hpp"
+#include "sim.hpp"
 
 namespace meld {
 

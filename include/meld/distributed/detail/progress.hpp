@@ -14,9 +14,9 @@
 #include <thread>
 #include <utility>
 
-#include "../../backend/cpu/waiter.hpp"
 #include "../../core/config.hpp"
 #include "../../core/trace.hpp"
+#include "../../runtime/waiter.hpp"
 #include "../comm_error.hpp"
 #include "../communicator.hpp"
 

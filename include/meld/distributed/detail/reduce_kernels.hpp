@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "../../backend/cpu/executor.hpp"
+#include "../../backend/host.hpp"
 #include "../../expr/operators.hpp"
 #include "../../tensor/tensor.hpp"
 #include "../../tensor/tensor_view.hpp"

@@ -15,7 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "../../backend/cpu/waiter.hpp"
+#include "../../runtime/thread_pool.hpp"
+#include "../../runtime/waiter.hpp"
 #include "../communicator.hpp"
 #include "progress.hpp"
 

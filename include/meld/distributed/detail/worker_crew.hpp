@@ -19,8 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "../../backend/cpu/waiter.hpp"
 #include "../../core/trace.hpp"
+#include "../../runtime/thread_pool.hpp"
+#include "../../runtime/waiter.hpp"
 
 namespace meld::detail::dist {
 

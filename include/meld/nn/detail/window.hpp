@@ -1,17 +1,12 @@
 // What convolution and pooling layers share: the window geometry and operations of the backend
-// (backend/window.hpp; each backend brings its loops or kernels), and the input check.
+// (backend/window.hpp: part of the backend contract, which each backend's executor brings), and
+// the input check.
 #pragma once
 
 #include <string>
 
-#include "../../backend/cpu/window.hpp"
-#include "../../backend/sim/window.hpp"
 #include "../../backend/window.hpp"
 #include "../layer.hpp"
-
-#if defined(MELD_CUDA_BACKEND)
-#include "../../backend/cuda/window.hpp"
-#endif
 
 namespace meld::nn {
 

@@ -86,9 +86,9 @@ class adam : public optimizer_base<adam<M>, M, adam_options> {
     if (!(o.lr >= 0) || !(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1) ||
         !(o.eps >= 0) || !(o.weight_decay >= 0))
       throw std::invalid_argument(
-          nn::detail::cat("optim::adam: lr ", o.lr, ", beta1 ", o.beta1, ", beta2 ", o.beta2,
-                          ", eps ", o.eps, ", weight_decay ", o.weight_decay,
-                          ": lr, eps and weight_decay must be >= 0, the betas in [0, 1)"));
+          meld::detail::cat("optim::adam: lr ", o.lr, ", beta1 ", o.beta1, ", beta2 ", o.beta2,
+                            ", eps ", o.eps, ", weight_decay ", o.weight_decay,
+                            ": lr, eps and weight_decay must be >= 0, the betas in [0, 1)"));
   }
 
  private:

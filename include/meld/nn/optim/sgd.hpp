@@ -85,7 +85,7 @@ class sgd : public optimizer_base<sgd<M>, M, sgd_options> {
   static void validate(const sgd_options& o) {
     if (!(o.lr >= 0) || !(o.momentum >= 0) || !(o.weight_decay >= 0) || !(o.dampening >= 0) ||
         !(o.dampening <= 1))
-      throw std::invalid_argument(nn::detail::cat(
+      throw std::invalid_argument(meld::detail::cat(
           "optim::sgd: lr ", o.lr, ", momentum ", o.momentum, ", dampening ", o.dampening,
           ", weight_decay ", o.weight_decay, ": each must be >= 0 (dampening <= 1)"));
     if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))

@@ -28,9 +28,9 @@
 #include <utility>
 #include <vector>
 
-#include "../../core/config.hpp"
-#include "../../core/error.hpp"
-#include "../../core/trace.hpp"
+#include "../core/config.hpp"
+#include "../core/error.hpp"
+#include "../core/trace.hpp"
 #include "thread_pool.hpp"
 #include "waiter.hpp"
 

@@ -16,7 +16,7 @@
 #include <memory>
 #include <type_traits>
 
-#include "../../core/config.hpp"
+#include "../core/config.hpp"
 
 #if MELD_RUNTIME_DEFINITIONS
 #include <algorithm>
@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../core/error.hpp"
+#include "../core/error.hpp"
 #include "waiter.hpp"
 
 #if defined(__linux__)
@@ -35,7 +35,7 @@
 #endif
 #endif
 
-#include "gcc12_warnings.hpp"  // push (the loop bodies are inlined into parallel_for)
+#include "../core/gcc12_warnings.hpp"  // push (the loop bodies are inlined into parallel_for)
 
 namespace meld {
 
@@ -275,4 +275,4 @@ inline void set_num_threads(int threads) {
 
 }  // namespace meld
 
-#include "gcc12_warnings.hpp"  // pop
+#include "../core/gcc12_warnings.hpp"  // pop

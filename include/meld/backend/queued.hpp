@@ -18,12 +18,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "../../expr/walk.hpp"
-#include "../../tensor/tensor.hpp"
-#include "../backend.hpp"
-#include "../future.hpp"
-#include "../lowering.hpp"
-#include "stream.hpp"
+#include "../expr/walk.hpp"
+#include "../runtime/stream.hpp"
+#include "../tensor/tensor.hpp"
+#include "backend.hpp"
+#include "future.hpp"
+#include "lowering.hpp"
 
 namespace meld {
 

@@ -1,0 +1,328 @@
+// The window loops (see backend/window.hpp) of backends whose kernels are host code (cpu<...>,
+// sim<...>), on host pointers: each (sample, channel) plane or column row is one task of the
+// thread pool, and the inner loops are plain copies (as strided meld views, each short window row
+// became one trip through the generic row driver, which cost more than the convolution's matrix
+// product). Those backends run them through their executor's host_kernel (host_window_ops).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "../runtime/thread_pool.hpp"
+#include "../tensor/tensor_view.hpp"
+#include "window.hpp"
+
+namespace meld {
+
+namespace detail::host_loops {
+
+// Runs body(i) for i in [0, count) on the thread pool when `work` (element operations in all)
+// pays for waking it, else on this thread.
+template <class F>
+void parallel_items(index_t count, index_t work, F&& body) {
+  const int threads = thread_pool::global().size();
+  if (threads == 1 || count < 2 || work < (index_t(1) << 16) || thread_pool::in_task()) {
+    for (index_t i = 0; i < count; ++i) body(i);
+    return;
+  }
+  const index_t tasks = std::min<index_t>(count, index_t(threads) * 4);
+  thread_pool::global().parallel_for(tasks, [&](index_t t) {
+    for (index_t i = count * t / tasks; i < count * (t + 1) / tasks; ++i) body(i);
+  });
+}
+
+// Copies n elements (a window row: a few to a few dozen) without the library call that std::copy
+// becomes (memmove's call and dispatch cost as much as copying 9 floats).
+// (A loop of unknown trip count is what the compiler turns into that call; a memcpy of a fixed
+// size becomes one vector load and store. An element-by-element loop of fixed size stays scalar
+// where g++'s straight-line vectorizer is off, as in meld's builds with g++ 12: that was 18 % of a
+// LeNet step on an AVX-512 EPYC. A row of n >= b elements is copied as blocks of b, the last one
+// overlapping the one before where b does not divide n.)
+template <index_t Block, class T>
+MELD_INLINE void copy_block(const T* __restrict from, T* __restrict to) {
+  std::memcpy(to, from, Block * sizeof(T));
+}
+template <class T>
+inline void copy_row(const T* __restrict from, index_t n, T* __restrict to) {
+  constexpr index_t block = 64 / sizeof(T);
+  if (n >= block) {
+    index_t i = 0;
+    for (; i + block <= n; i += block) copy_block<block>(from + i, to + i);
+    if (i < n) copy_block<block>(from + n - block, to + n - block);
+  } else if (n >= block / 2) {
+    copy_block<block / 2>(from, to);
+    copy_block<block / 2>(from + n - block / 2, to + n - block / 2);
+  } else if (n >= block / 4) {
+    copy_block<block / 4>(from, to);
+    copy_block<block / 4>(from + n - block / 4, to + n - block / 4);
+  } else {
+    for (index_t i = 0; i < n; ++i) to[i] = from[i];
+  }
+}
+// Zeros n elements (where windows reach the padding).
+template <class T>
+inline void zero_row(T* to, index_t n) {
+  for (index_t i = 0; i < n; ++i) to[i] = T(0);
+}
+
+// im2col: from `batch` samples of x (contiguous {batch, channels, h, w}), the matrix
+// col {channels kh kw, batch out_h out_w} (row-major, zero where a window reaches the padding).
+// A convolution is then weight {out, channels kh kw} x col.
+template <class T>
+void im2col(const T* x, index_t batch, const planes& p, const window2d& g, T* col) {
+  const index_t kk = g.kernel.h * g.kernel.w, l = p.out_h * p.out_w, cols = batch * l;
+  parallel_items(p.channels * kk, p.channels * kk * cols, [&](index_t r) {
+    const index_t c = r / kk, kh = (r % kk) / g.kernel.w, kw = r % g.kernel.w;
+    index_t ow0, ow1;
+    valid_range(p.out_w, p.w, g.stride.w, kw, g.padding.w, ow0, ow1);
+    for (index_t n = 0; n < batch; ++n) {
+      const T* plane = x + (n * p.channels + c) * p.h * p.w;
+      T* out = col + r * cols + n * l;
+      for (index_t oh = 0; oh < p.out_h; ++oh, out += p.out_w) {
+        const index_t ih = oh * g.stride.h + kh - g.padding.h;
+        if (ih < 0 || ih >= p.h) {
+          zero_row(out, p.out_w);
+          continue;
+        }
+        // Input index of output column ow: base + ow * stride (in the plane for ow in [ow0, ow1)).
+        const index_t base = ih * p.w + kw - g.padding.w;
+        zero_row(out, ow0);
+        if (g.stride.w == 1)
+          copy_row(plane + base + ow0, ow1 - ow0, out + ow0);
+        else
+          for (index_t ow = ow0; ow < ow1; ++ow) out[ow] = plane[base + ow * g.stride.w];
+        zero_row(out + ow1, p.out_w - ow1);
+      }
+    }
+  });
+}
+
+// col2im: adds col {channels kh kw, batch out_h out_w} back into dx (contiguous {batch, channels,
+// h, w}); windows that overlap add up. Each (sample, channel) plane is one task.
+template <class T>
+void col2im_add(const T* col, index_t batch, const planes& p, const window2d& g, T* dx) {
+  const index_t kk = g.kernel.h * g.kernel.w, l = p.out_h * p.out_w, cols = batch * l;
+  parallel_items(batch * p.channels, batch * p.channels * kk * l, [&](index_t i) {
+    const index_t n = i / p.channels, c = i % p.channels;
+    T* __restrict plane = dx + i * p.h * p.w;
+    for (index_t kh = 0; kh < g.kernel.h; ++kh)
+      for (index_t kw = 0; kw < g.kernel.w; ++kw) {
+        const T* __restrict src = col + ((c * g.kernel.h + kh) * g.kernel.w + kw) * cols + n * l;
+        index_t ow0, ow1;
+        valid_range(p.out_w, p.w, g.stride.w, kw, g.padding.w, ow0, ow1);
+        for (index_t oh = 0; oh < p.out_h; ++oh) {
+          const index_t ih = oh * g.stride.h + kh - g.padding.h;
+          if (ih < 0 || ih >= p.h) continue;
+          const index_t base = ih * p.w + kw - g.padding.w;
+          const T* s = src + oh * p.out_w;
+          for (index_t ow = ow0; ow < ow1; ++ow) plane[base + ow * g.stride.w] += s[ow];
+        }
+      }
+  });
+}
+
+// The pooling loops below walk each output row once per kernel offset (kh, kw), so that the
+// innermost loop runs along the row (and vectorizes for stride 1) instead of over a 2x2 window.
+
+// Max pooling of every plane: y[o] = the largest input of window o (padding never wins; NaN
+// propagates), argmax[o] = its position in the plane (the first one on ties).
+template <class T>
+void max_pool_planes(const T* x, index_t count, const planes& p, const window2d& g, T* y,
+                     std::int32_t* argmax) {
+  const index_t l = p.out_h * p.out_w;
+  parallel_items(count, count * l * g.kernel.h * g.kernel.w, [&](index_t i) {
+    const T* plane = x + i * p.h * p.w;
+    for (index_t oh = 0; oh < p.out_h; ++oh) {
+      T* best = y + i * l + oh * p.out_w;
+      std::int32_t* at = argmax + i * l + oh * p.out_w;
+      std::fill(best, best + p.out_w, -std::numeric_limits<T>::infinity());
+      std::fill(at, at + p.out_w, -1);
+      for (index_t kh = 0; kh < g.kernel.h; ++kh) {
+        const index_t ih = oh * g.stride.h + kh - g.padding.h;
+        if (ih < 0 || ih >= p.h) continue;
+        for (index_t kw = 0; kw < g.kernel.w; ++kw) {
+          index_t ow0, ow1;
+          valid_range(p.out_w, p.w, g.stride.w, kw, g.padding.w, ow0, ow1);
+          const index_t base = ih * p.w + kw - g.padding.w;
+          for (index_t ow = ow0; ow < ow1; ++ow) {
+            const index_t pos = base + ow * g.stride.w;
+            const T v = plane[pos];
+            if (at[ow] < 0 || v > best[ow] || (v != v && best[ow] == best[ow])) {
+              best[ow] = v;
+              at[ow] = static_cast<std::int32_t>(pos);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// Adds each output gradient into the input position its window's maximum came from.
+template <class T>
+void max_unpool_add(const T* g, const std::int32_t* argmax, index_t count, const planes& p, T* dx) {
+  const index_t l = p.out_h * p.out_w;
+  parallel_items(count, count * l, [&](index_t i) {
+    T* plane = dx + i * p.h * p.w;
+    for (index_t o = 0; o < l; ++o) plane[argmax[i * l + o]] += g[i * l + o];
+  });
+}
+
+// Whether g is a 2x2 window with stride 2 and no padding (LeNet's pooling): then each input
+// position is in at most one window, and the loops below have a straight form.
+inline bool is_pool_2x2(const window2d& g) {
+  return g.kernel.h == 2 && g.kernel.w == 2 && g.stride.h == 2 && g.stride.w == 2 &&
+         g.padding.h == 0 && g.padding.w == 0;
+}
+
+// Average pooling of every plane (zero padding counts: divides by the full kernel size).
+template <class T>
+void avg_pool_planes(const T* x, index_t count, const planes& p, const window2d& g, T* y) {
+  const index_t l = p.out_h * p.out_w;
+  const T scale = T(1) / static_cast<T>(g.kernel.h * g.kernel.w);
+  if (is_pool_2x2(g)) {
+    // The general loop's operations in its order (0 + the row above's pair, then the row
+    // below's), so that the result is the same to the bit, in one pass over each output row.
+    parallel_items(count, count * l * 4, [&](index_t i) {
+      for (index_t oh = 0; oh < p.out_h; ++oh) {
+        const T* __restrict r0 = x + i * p.h * p.w + 2 * oh * p.w;
+        const T* __restrict r1 = r0 + p.w;
+        T* __restrict out = y + i * l + oh * p.out_w;
+        for (index_t ow = 0; ow < p.out_w; ++ow)
+          out[ow] = (((T(0) + r0[2 * ow]) + r0[2 * ow + 1]) + r1[2 * ow] + r1[2 * ow + 1]) * scale;
+      }
+    });
+    return;
+  }
+  parallel_items(count, count * l * g.kernel.h * g.kernel.w, [&](index_t i) {
+    const T* __restrict plane = x + i * p.h * p.w;
+    for (index_t oh = 0; oh < p.out_h; ++oh) {
+      T* __restrict out = y + i * l + oh * p.out_w;
+      std::fill(out, out + p.out_w, T(0));
+      for (index_t kh = 0; kh < g.kernel.h; ++kh) {
+        const index_t ih = oh * g.stride.h + kh - g.padding.h;
+        if (ih < 0 || ih >= p.h) continue;
+        for (index_t kw = 0; kw < g.kernel.w; ++kw) {
+          index_t ow0, ow1;
+          valid_range(p.out_w, p.w, g.stride.w, kw, g.padding.w, ow0, ow1);
+          const index_t base = ih * p.w + kw - g.padding.w;
+          for (index_t ow = ow0; ow < ow1; ++ow) out[ow] += plane[base + ow * g.stride.w];
+        }
+      }
+      for (index_t ow = 0; ow < p.out_w; ++ow) out[ow] *= scale;
+    }
+  });
+}
+
+// Spreads each output gradient, divided by the kernel size, over its window's input positions.
+template <class T>
+void avg_unpool_add(const T* g, index_t count, const planes& p, const window2d& win, T* dx) {
+  const index_t l = p.out_h * p.out_w;
+  const T scale = T(1) / static_cast<T>(win.kernel.h * win.kernel.w);
+  if (is_pool_2x2(win)) {  // each input position receives one gradient at most
+    parallel_items(count, count * l * 4, [&](index_t i) {
+      for (index_t oh = 0; oh < p.out_h; ++oh) {
+        const T* __restrict grad = g + i * l + oh * p.out_w;
+        T* __restrict r0 = dx + i * p.h * p.w + 2 * oh * p.w;
+        T* __restrict r1 = r0 + p.w;
+        for (index_t ow = 0; ow < p.out_w; ++ow) {
+          const T v = grad[ow] * scale;
+          r0[2 * ow] += v;
+          r0[2 * ow + 1] += v;
+          r1[2 * ow] += v;
+          r1[2 * ow + 1] += v;
+        }
+      }
+    });
+    return;
+  }
+  parallel_items(count, count * l * win.kernel.h * win.kernel.w, [&](index_t i) {
+    T* __restrict plane = dx + i * p.h * p.w;
+    for (index_t oh = 0; oh < p.out_h; ++oh) {
+      const T* __restrict grad = g + i * l + oh * p.out_w;
+      for (index_t kh = 0; kh < win.kernel.h; ++kh) {
+        const index_t ih = oh * win.stride.h + kh - win.padding.h;
+        if (ih < 0 || ih >= p.h) continue;
+        for (index_t kw = 0; kw < win.kernel.w; ++kw) {
+          index_t ow0, ow1;
+          valid_range(p.out_w, p.w, win.stride.w, kw, win.padding.w, ow0, ow1);
+          const index_t base = ih * p.w + kw - win.padding.w;
+          for (index_t ow = ow0; ow < ow1; ++ow)
+            plane[base + ow * win.stride.w] += grad[ow] * scale;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace detail::host_loops
+
+namespace detail {
+
+// window_ops for backends whose kernels are CPU code: the loops above as host kernels.
+template <class B>
+struct host_window_ops {
+  template <class T>
+  using in = tensor_view<const T, B>;
+  template <class T>
+  using out = tensor_view<T, B>;
+
+  template <class T>
+  static void im2col(in<T> x, index_t batch, planes p, window2d g, out<T> col) {
+    executor<B>::host_kernel(
+        [=](const auto& x_, const auto& col_) {
+          host_loops::im2col(x_.raw_data(), batch, p, g, col_.raw_data());
+        },
+        x, col);
+  }
+  template <class T>
+  static void col2im_add(in<T> col, index_t batch, planes p, window2d g, out<T> dx) {
+    executor<B>::host_kernel(
+        [=](const auto& col_, const auto& dx_) {
+          host_loops::col2im_add(col_.raw_data(), batch, p, g, dx_.raw_data());
+        },
+        col, dx);
+  }
+  template <class T>
+  static void max_pool(in<T> x, index_t count, planes p, window2d g, out<T> y,
+                       out<std::int32_t> argmax) {
+    executor<B>::host_kernel(
+        [=](const auto& x_, const auto& y_, const auto& argmax_) {
+          host_loops::max_pool_planes(x_.raw_data(), count, p, g, y_.raw_data(),
+                                      argmax_.raw_data());
+        },
+        x, y, argmax);
+  }
+  template <class T>
+  static void max_unpool_add(in<T> grad, in<std::int32_t> argmax, index_t count, planes p, window2d,
+                             out<T> dx) {
+    executor<B>::host_kernel(
+        [=](const auto& grad_, const auto& argmax_, const auto& dx_) {
+          host_loops::max_unpool_add(grad_.raw_data(), argmax_.raw_data(), count, p,
+                                     dx_.raw_data());
+        },
+        grad, argmax, dx);
+  }
+  template <class T>
+  static void avg_pool(in<T> x, index_t count, planes p, window2d g, out<T> y) {
+    executor<B>::host_kernel(
+        [=](const auto& x_, const auto& y_) {
+          host_loops::avg_pool_planes(x_.raw_data(), count, p, g, y_.raw_data());
+        },
+        x, y);
+  }
+  template <class T>
+  static void avg_unpool_add(in<T> grad, index_t count, planes p, window2d g, out<T> dx) {
+    executor<B>::host_kernel(
+        [=](const auto& grad_, const auto& dx_) {
+          host_loops::avg_unpool_add(grad_.raw_data(), count, p, g, dx_.raw_data());
+        },
+        grad, dx);
+  }
+};
+
+}  // namespace detail
+}  // namespace meld
