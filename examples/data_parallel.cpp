@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include <meld/dist.hpp>
+#include <meld/distributed.hpp>
 
 #include "../tests/distributed/toy_models.hpp"
 

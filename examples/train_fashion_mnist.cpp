@@ -55,7 +55,7 @@
 #include <utility>
 #include <vector>
 
-#include <meld/dist.hpp>
+#include <meld/distributed.hpp>
 #include <meld/distributed/ps_mode.hpp>
 #if defined(MELD_WITH_MPI)
 #include <meld/distributed/param_server.hpp>
@@ -105,7 +105,7 @@ decltype(auto) on_backend(const tensor<T>& host) {
 // Whether the host communicators (thread_comm, mpi_comm) reach the backend's memory in place
 // (cpu, sim); a CUDA build moves gradients with NCCL, or stages them through host copies with
 // --backend threads or mpi (workers sharing a GPU, clusters without NCCL).
-constexpr bool host_comms = meld::detail::dist::host_reachable<backend>;
+constexpr bool host_comms = meld::detail::distributed::host_reachable<backend>;
 #if defined(MELD_WITH_NCCL)
 constexpr bool with_nccl = true;
 #else
@@ -524,8 +524,8 @@ struct ps_worker_step {
     // simulated device's, which the host can alias). Generic lambdas: checked only where used,
     // not in the CUDA build, whose tensors as_span refuses (nvcc checks non-dependent calls).
     model.visit_parameters([&](std::string_view, auto& p, auto& g) {
-      pending.push_back(ps.push(key, meld::detail::dist::as_span(std::as_const(g))));
-      pending.push_back(ps.pull(key++, meld::detail::dist::as_span(p)));
+      pending.push_back(ps.push(key, meld::detail::distributed::as_span(std::as_const(g))));
+      pending.push_back(ps.pull(key++, meld::detail::distributed::as_span(p)));
     });
     for (auto& h : pending) h.wait();
     pending.clear();
@@ -583,7 +583,7 @@ int run_ps(const Make& make, const options& o, const fashion_mnist::dataset& tra
     int key = 0;
     model.visit_parameters([&](std::string_view, auto& p, auto&) {
       const index_t rows = p.rank() > 1 ? p.shape()[0] : p.size();
-      ps.init(key++, meld::detail::dist::as_span(std::as_const(p)), p.size() / rows).wait();
+      ps.init(key++, meld::detail::distributed::as_span(std::as_const(p)), p.size() / rows).wait();
     });
     meld::mpi_comm self(MPI_COMM_SELF);
     meld::data_parallel local(model, self);

@@ -3,7 +3,7 @@
 # it) into build/docs/html (open index.html): the pages (docs/*.md, the README, through
 # docs/markdown_filter.py, which needs python3), the modules of docs/groups.dox and the API
 # reference. Fails on any warning: every public type and function of the headers users include
-# (meld/meld.hpp, meld/nn/nn.hpp, meld/dist.hpp) must be documented, every class described, and
+# (meld/meld.hpp, meld/nn/nn.hpp, meld/distributed.hpp) must be documented, every class described, and
 # every concept outside the detail namespaces commented.
 # The Doxyfile says what is left out (detail namespaces, evaluation machinery).
 #   scripts/docs.sh            (MELD_DOCS_OUT picks another output folder)

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <meld/autograd/autograd.hpp>
-#include <meld/dist.hpp>
+#include <meld/distributed.hpp>
 #include <meld/distributed/nccl_comm.hpp>
 #include <meld/meld.hpp>
 #include <meld/nn/nn.hpp>

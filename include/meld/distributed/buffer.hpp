@@ -91,7 +91,7 @@ inline constexpr bool device_comm_backend = false;
 
 }  // namespace meld
 
-namespace meld::detail::dist {
+namespace meld::detail::distributed {
 
 template <class T, std::size_t E>
 std::span<T> as_span(std::span<T, E> s) {
@@ -240,4 +240,4 @@ auto to_buffer(X& x) {
   }
 }
 
-}  // namespace meld::detail::dist
+}  // namespace meld::detail::distributed

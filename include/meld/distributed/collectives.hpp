@@ -49,46 +49,46 @@ class collectives {
   static constexpr comm_memory memory_kind = Memory;
 
   /// Every rank ends with op over all ranks' buf.
-  template <detail::dist::buffer_for<Memory> X>
+  template <detail::distributed::buffer_for<Memory> X>
   void allreduce(X&& buf, reduce_op op = reduce_op::sum) {
     allreduce_async_impl(buf, op, false).wait();
   }
   /// allreduce(), started; returns a request to wait() on.
-  template <detail::dist::buffer_for<Memory> X>
+  template <detail::distributed::buffer_for<Memory> X>
   auto allreduce_async(X&& buf, reduce_op op = reduce_op::sum) {
     return allreduce_async_impl(buf, op, true);
   }
 
   /// Every rank ends with root's buf.
-  template <detail::dist::buffer_for<Memory> X>
+  template <detail::distributed::buffer_for<Memory> X>
   void broadcast(X&& buf, int root) {
     broadcast_async_impl(buf, root, false).wait();
   }
   /// broadcast(), started; returns a request to wait() on.
-  template <detail::dist::buffer_for<Memory> X>
+  template <detail::distributed::buffer_for<Memory> X>
   auto broadcast_async(X&& buf, int root) {
     return broadcast_async_impl(buf, root, true);
   }
 
   /// in has size() * out.size() elements; rank r gets op over all ranks of in[r m, (r + 1) m) in
   /// out (m = out.size()).
-  template <detail::dist::buffer_for<Memory> In, detail::dist::buffer_for<Memory> Out>
+  template <detail::distributed::buffer_for<Memory> In, detail::distributed::buffer_for<Memory> Out>
   void reduce_scatter(In&& in, Out&& out, reduce_op op = reduce_op::sum) {
     reduce_scatter_async_impl(in, out, op, false).wait();
   }
   /// reduce_scatter(), started; returns a request to wait() on.
-  template <detail::dist::buffer_for<Memory> In, detail::dist::buffer_for<Memory> Out>
+  template <detail::distributed::buffer_for<Memory> In, detail::distributed::buffer_for<Memory> Out>
   auto reduce_scatter_async(In&& in, Out&& out, reduce_op op = reduce_op::sum) {
     return reduce_scatter_async_impl(in, out, op, true);
   }
 
   /// out has size() * in.size() elements; out[r m, (r + 1) m) = rank r's in (m = in.size()).
-  template <detail::dist::buffer_for<Memory> In, detail::dist::buffer_for<Memory> Out>
+  template <detail::distributed::buffer_for<Memory> In, detail::distributed::buffer_for<Memory> Out>
   void allgather(In&& in, Out&& out) {
     allgather_async_impl(in, out, false).wait();
   }
   /// allgather(), started; returns a request to wait() on.
-  template <detail::dist::buffer_for<Memory> In, detail::dist::buffer_for<Memory> Out>
+  template <detail::distributed::buffer_for<Memory> In, detail::distributed::buffer_for<Memory> Out>
   auto allgather_async(In&& in, Out&& out) {
     return allgather_async_impl(in, out, true);
   }
@@ -148,8 +148,8 @@ class collectives {
   template <bool Written, class X, class Start>
   static auto staged(X& x, Start&& start) {
     using A = std::remove_cvref_t<X>;
-    if constexpr (Memory == comm_memory::host && detail::dist::staged_tensor_arg<A>) {
-      auto& target = detail::dist::staged_target(x);
+    if constexpr (Memory == comm_memory::host && detail::distributed::staged_tensor_arg<A>) {
+      auto& target = detail::distributed::staged_target(x);
       using Target = std::remove_reference_t<decltype(target)>;
       using T = typename std::remove_cv_t<Target>::value_type;
       static_assert(!Written || (!std::is_const_v<Target> && !std::is_const_v<T>),
@@ -159,7 +159,7 @@ class collectives {
       auto request = start(host);
       Target* back = nullptr;
       if constexpr (Written) back = &target;
-      return detail::dist::staged_request<decltype(request), Target, std::remove_const_t<T>>(
+      return detail::distributed::staged_request<decltype(request), Target, std::remove_const_t<T>>(
           std::move(request), std::move(host), back);
     } else {
       return start(x);
@@ -169,9 +169,9 @@ class collectives {
   // A buffer the collective writes: mutable elements of a type collectives move.
   template <class X>
   static auto written(X& x) {
-    const auto buf = detail::dist::to_buffer<Memory>(x);
+    const auto buf = detail::distributed::to_buffer<Memory>(x);
     using T = typename decltype(buf)::element_type;
-    static_assert(detail::dist::comm_element<T> && !std::is_const_v<T>,
+    static_assert(detail::distributed::comm_element<T> && !std::is_const_v<T>,
                   "collectives: the buffer a collective writes (allreduce's, broadcast's, the "
                   "output of reduce_scatter and allgather) must be mutable float, double, int32 "
                   "or int64 elements");
@@ -181,7 +181,7 @@ class collectives {
   // The input as const elements, the output as mutable ones of the same type.
   template <class In, class Out>
   static auto in_out(In& x, Out& y) {
-    const auto in = detail::dist::to_buffer<Memory>(x);
+    const auto in = detail::distributed::to_buffer<Memory>(x);
     const auto out = written(y);
     using T = typename decltype(out)::element_type;
     static_assert(std::is_same_v<std::remove_const_t<typename decltype(in)::element_type>, T>,

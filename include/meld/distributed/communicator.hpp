@@ -106,7 +106,7 @@ struct comm_options {
   static constexpr std::chrono::milliseconds forever = std::chrono::hours(24 * 365 * 100);
 };
 
-namespace detail::dist {
+namespace detail::distributed {
 
 template <class T>
 concept comm_element = element_code<std::remove_const_t<T>>()
@@ -227,7 +227,7 @@ std::string ranks_str(const Range& ranks) {
   return cat(n == 1 ? "rank " : "ranks ", s);
 }
 
-}  // namespace detail::dist
+}  // namespace detail::distributed
 
 /// What an asynchronous collective returns: `wait()` returns once the collective has completed on
 /// this rank (rethrowing its error), `ready()` says whether it has, without blocking. The buffers

@@ -144,7 +144,7 @@ class data_parallel {
     auto w = std::make_unique<worker>();
     w->model = &model;
     w->comm = &comm;
-    w->device = detail::dist::device_of(model);
+    w->device = detail::distributed::device_of(model);
     workers_.push_back(std::move(w));
     setup();
   }
@@ -157,7 +157,7 @@ class data_parallel {
       auto w = std::make_unique<worker>();
       if (r == 0) {
         w->model = &model;
-        w->device = detail::dist::device_of(model);
+        w->device = detail::distributed::device_of(model);
       } else {
         // Replica r on device r of the backend (modulo the count: several workers may share one).
         w->device = r % memory<backend_type>::device_count();
@@ -168,7 +168,7 @@ class data_parallel {
       w->comm = &group.comm(r);
       workers_.push_back(std::move(w));
     }
-    if (group.size() > 1) crew_ = std::make_unique<detail::dist::worker_crew>(group.size());
+    if (group.size() > 1) crew_ = std::make_unique<detail::distributed::worker_crew>(group.size());
     setup();
   }
 
@@ -182,7 +182,7 @@ class data_parallel {
   /// shards) as an nn::loss_value, which stays on the model's backend until read.
   template <class Targets, class Loss>
   loss_type step(const tensor_type& inputs, const Targets& targets, const Loss& loss) {
-    const index_t n = detail::dist::check_batch(inputs, targets, "step");
+    const index_t n = detail::distributed::check_batch(inputs, targets, "step");
     if (world_size() == 1 && n > 0 && inputs.device() == workers_[0]->device &&
         targets.device() == workers_[0]->device) {
       // One worker: its shard is the whole batch, used where it is (no copy).
@@ -196,8 +196,8 @@ class data_parallel {
     return step_gathered<Targets>(
         n,
         [&](index_t lo, index_t hi, tensor_type& x, Targets& t) {
-          detail::dist::take_rows(x, inputs, lo, hi);
-          detail::dist::take_rows(t, targets, lo, hi);
+          detail::distributed::take_rows(x, inputs, lo, hi);
+          detail::distributed::take_rows(t, targets, lo, hi);
         },
         loss);
   }
@@ -222,8 +222,8 @@ class data_parallel {
     const totals known{window_batches_ += static_cast<double>(n), static_cast<double>(n)};
     return run_step([&](worker& w, bool sync, bool fresh) {
       const int r = w.comm->rank();
-      const index_t lo = detail::dist::part_begin(n, P, r),
-                    hi = detail::dist::part_begin(n, P, r + 1);
+      const index_t lo = detail::distributed::part_begin(n, P, r),
+                    hi = detail::distributed::part_begin(n, P, r + 1);
       if (hi == lo)
         return worker_step(w, w.x, static_cast<const Targets*>(nullptr), 0, loss, sync, fresh,
                            &known);
@@ -245,7 +245,7 @@ class data_parallel {
     if (threads_mode_)
       throw std::logic_error(
           "data_parallel::step_local: in threads mode step() takes the global batch and splits it");
-    const index_t n = detail::dist::check_batch(inputs, targets, "step_local");
+    const index_t n = detail::distributed::check_batch(inputs, targets, "step_local");
     return run_step([&](worker& w, bool sync, bool fresh) {
       return worker_step(w, inputs, n ? &targets : nullptr, n, loss, sync, fresh);
     });
@@ -265,7 +265,7 @@ class data_parallel {
         if (fresh) begin_window(w);
         w.read(*w.model, sizes_);
         w.loss = loss_type();
-        detail::dist::step_clock phases(w.comm->rank(), /*with_forward=*/false);
+        detail::distributed::step_clock phases(w.comm->rank(), /*with_forward=*/false);
         more = synchronize(w, 0, /*active=*/false, false, phases, nullptr);
       });
       if (!more) return;
@@ -337,11 +337,11 @@ class data_parallel {
   }
 
  private:
-  using bucket_engine = detail::dist::bucket_engine<value_type, backend_type, Comm>;
+  using bucket_engine = detail::distributed::bucket_engine<value_type, backend_type, Comm>;
 
-  // A worker: its replica (the parameters as detail::dist::replica_params reads them), its
+  // A worker: its replica (the parameters as detail::distributed::replica_params reads them), its
   // communicator and the state of its step.
-  struct worker : detail::dist::replica_params<tensor_type> {
+  struct worker : detail::distributed::replica_params<tensor_type> {
     Model* model = nullptr;
     std::unique_ptr<Model> owned;
     Comm* comm = nullptr;
@@ -465,7 +465,7 @@ class data_parallel {
   template <class Targets, class Loss>
   loss_type worker_step(worker& w, const tensor_type& x, const Targets* t, index_t n,
                         const Loss& loss, bool sync, bool fresh, const totals* known = nullptr) {
-    detail::dist::step_clock phases(w.comm->rank());
+    detail::distributed::step_clock phases(w.comm->rank());
     if (fresh) begin_window(w);
     w.window_samples += static_cast<double>(n);
     w.loss = loss_type();
@@ -503,7 +503,7 @@ class data_parallel {
   // buckets (launched during backward when the model reports ready gradients), then the averaged
   // gradients. Returns whether any rank was active.
   bool synchronize(worker& w, index_t n, bool active, bool run_backward,
-                   detail::dist::step_clock& phases, const totals* known) {
+                   detail::distributed::step_clock& phases, const totals* known) {
     Comm& c = *w.comm;
     std::optional<typename Comm::request> counts_request;
     if (known) {
@@ -558,9 +558,9 @@ class data_parallel {
     Model& m0 = *workers_[0]->model;
     m0.visit_parameters(
         [&](std::string_view, tensor_type& p, tensor_type&) { sizes_.push_back(p.size()); });
-    plan_ = detail::dist::bucket_plan(sizes_, sizeof(value_type), options_.bucket_bytes);
+    plan_ = detail::distributed::bucket_plan(sizes_, sizeof(value_type), options_.bucket_bytes);
     guarded([&](worker& w) {
-      detail::dist::check_same_model(*w.comm, *w.model, options_.bucket_bytes);
+      detail::distributed::check_same_model(*w.comm, *w.model, options_.bucket_bytes);
       w.read(*w.model, sizes_);
       w.buckets.emplace(plan_, /*tail: the loss sums=*/2);
       // Rank 0's parameters (through the buckets) and buffers go to every rank.
@@ -572,9 +572,9 @@ class data_parallel {
   data_parallel_options options_;
   bool threads_mode_;
   std::vector<std::unique_ptr<worker>> workers_;
-  std::unique_ptr<detail::dist::worker_crew> crew_;
+  std::unique_ptr<detail::distributed::worker_crew> crew_;
   std::vector<index_t> sizes_;
-  detail::dist::bucket_plan plan_;
+  detail::distributed::bucket_plan plan_;
   bool no_sync_ = false;
   bool window_start_ = true;
   std::string failure_;

@@ -78,7 +78,7 @@ class mpi_comm : public collectives<mpi_comm> {
 
   /// A communicator over comm (duplicated: meld's traffic never mixes with the caller's).
   explicit mpi_comm(MPI_Comm comm = MPI_COMM_WORLD, const mpi_comm_options& options = {})
-      : ep_(comm, detail::dist::resolve(options, std::chrono::minutes(10), std::size_t(1) << 20)),
+      : ep_(comm, detail::distributed::resolve(options, std::chrono::minutes(10), std::size_t(1) << 20)),
         native_allreduce_(options.native_allreduce) {}
 
   mpi_comm(const mpi_comm&) = delete;
@@ -114,36 +114,36 @@ class mpi_comm : public collectives<mpi_comm> {
 
  private:
   friend class collectives<mpi_comm>;
-  using call_info = detail::dist::call_info;
+  using call_info = detail::distributed::call_info;
   static constexpr const char* comm_name = "mpi_comm";
 
   template <class T>
   comm_request allreduce_impl(comm_buffer<T> buf, reduce_op op, bool async) {
-    detail::dist::mpi_endpoint::checked_count(buf.size(), "allreduce");
-    const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allreduce,
+    detail::distributed::mpi_endpoint::checked_count(buf.size(), "allreduce");
+    const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::allreduce,
                                                  static_cast<std::int64_t>(buf.size()), op);
-    return detail::dist::issue_on(queue_, ep_, call, async, [this, buf, op](const call_info& c) {
+    return detail::distributed::issue_on(queue_, ep_, call, async, [this, buf, op](const call_info& c) {
       if (native_allreduce_ || size() == 1) {
         ep_.complete("MPI_Iallreduce", c, [&](MPI_Request* r) {
           return MPI_Iallreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(buf.size()),
-                                detail::dist::mpi_type<T>(), detail::dist::mpi_op(op), ep_.data(),
+                                detail::distributed::mpi_type<T>(), detail::distributed::mpi_op(op), ep_.data(),
                                 r);
         });
       } else {
-        detail::dist::ring_allreduce(ep_, buf.data(), c, op);
+        detail::distributed::ring_allreduce(ep_, buf.data(), c, op);
       }
     });
   }
 
   template <class T>
   comm_request broadcast_impl(comm_buffer<T> buf, int root, bool async) {
-    const int n = detail::dist::mpi_endpoint::checked_count(buf.size(), "broadcast");
+    const int n = detail::distributed::mpi_endpoint::checked_count(buf.size(), "broadcast");
     const auto call =
-        detail::dist::make_call<T>(++seq_, collective_kind::broadcast, n, reduce_op::sum, root);
-    return detail::dist::issue_on(
+        detail::distributed::make_call<T>(++seq_, collective_kind::broadcast, n, reduce_op::sum, root);
+    return detail::distributed::issue_on(
         queue_, ep_, call, async, [this, buf, n, root](const call_info& c) {
           ep_.complete("MPI_Ibcast", c, [&](MPI_Request* r) {
-            return MPI_Ibcast(buf.data(), n, detail::dist::mpi_type<T>(), root, ep_.data(), r);
+            return MPI_Ibcast(buf.data(), n, detail::distributed::mpi_type<T>(), root, ep_.data(), r);
           });
         });
   }
@@ -151,14 +151,14 @@ class mpi_comm : public collectives<mpi_comm> {
   template <class T>
   comm_request reduce_scatter_impl(comm_buffer<const T> in, comm_buffer<T> out, reduce_op op,
                                    bool async) {
-    detail::dist::mpi_endpoint::checked_count(in.size(), "reduce_scatter");
-    const auto call = detail::dist::make_call<T>(++seq_, collective_kind::reduce_scatter,
+    detail::distributed::mpi_endpoint::checked_count(in.size(), "reduce_scatter");
+    const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::reduce_scatter,
                                                  static_cast<std::int64_t>(out.size()), op);
-    return detail::dist::issue_on(
+    return detail::distributed::issue_on(
         queue_, ep_, call, async, [this, in, out, op](const call_info& c) {
           ep_.complete("MPI_Ireduce_scatter_block", c, [&](MPI_Request* r) {
             return MPI_Ireduce_scatter_block(in.data(), out.data(), static_cast<int>(out.size()),
-                                             detail::dist::mpi_type<T>(), detail::dist::mpi_op(op),
+                                             detail::distributed::mpi_type<T>(), detail::distributed::mpi_op(op),
                                              ep_.data(), r);
           });
         });
@@ -166,31 +166,31 @@ class mpi_comm : public collectives<mpi_comm> {
 
   template <class T>
   comm_request allgather_impl(comm_buffer<const T> in, comm_buffer<T> out, bool async) {
-    detail::dist::mpi_endpoint::checked_count(out.size(), "allgather");
-    const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allgather,
+    detail::distributed::mpi_endpoint::checked_count(out.size(), "allgather");
+    const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::allgather,
                                                  static_cast<std::int64_t>(in.size()));
-    return detail::dist::issue_on(queue_, ep_, call, async, [this, in, out](const call_info& c) {
+    return detail::distributed::issue_on(queue_, ep_, call, async, [this, in, out](const call_info& c) {
       ep_.complete("MPI_Iallgather", c, [&](MPI_Request* r) {
-        return MPI_Iallgather(in.data(), static_cast<int>(in.size()), detail::dist::mpi_type<T>(),
-                              out.data(), static_cast<int>(in.size()), detail::dist::mpi_type<T>(),
+        return MPI_Iallgather(in.data(), static_cast<int>(in.size()), detail::distributed::mpi_type<T>(),
+                              out.data(), static_cast<int>(in.size()), detail::distributed::mpi_type<T>(),
                               ep_.data(), r);
       });
     });
   }
 
   comm_request barrier_impl(bool async) {
-    const auto call = detail::dist::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
-    return detail::dist::issue_on(queue_, ep_, call, async, [this](const call_info& c) {
+    const auto call = detail::distributed::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
+    return detail::distributed::issue_on(queue_, ep_, call, async, [this](const call_info& c) {
       ep_.complete("MPI_Ibarrier", c, [&](MPI_Request* r) { return MPI_Ibarrier(ep_.data(), r); });
     });
   }
 
   // The endpoint outlives the progress thread (queue_, declared after it, stops first): a
   // collective still queued runs against a live endpoint.
-  detail::dist::mpi_endpoint ep_;
+  detail::distributed::mpi_endpoint ep_;
   bool native_allreduce_;
   std::uint64_t seq_ = 0;
-  detail::dist::progress_queue queue_;  // last: its thread stops first
+  detail::distributed::progress_queue queue_;  // last: its thread stops first
 };
 
 static_assert(communicator<mpi_comm>);

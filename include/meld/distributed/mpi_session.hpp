@@ -30,13 +30,13 @@ namespace meld {
 /// \addtogroup distributed
 /// @{
 
-namespace detail::dist {
+namespace detail::distributed {
 // Set once any mpi_comm of this process has failed (a timeout, a mismatch, an abort, an MPI error).
 inline std::atomic<bool>& mpi_failed() {
   static std::atomic<bool> failed{false};
   return failed;
 }
-}  // namespace detail::dist
+}  // namespace detail::distributed
 
 /// Initializes MPI for meld (MPI_Init_thread asking for MPI_THREAD_MULTIPLE) and finalizes it.
 /// (Open MPI 4.1's MPI_Finalize returns even when a peer has died, with --enable-recovery.)
@@ -56,7 +56,7 @@ class mpi_session {
     if (!owner_ || finalized) return;
     // Unwinding after a failed collective: finalizing now could crash before the exception is
     // reported (see the top of this file).
-    if (std::uncaught_exceptions() > uncaught_ && detail::dist::mpi_failed().load()) return;
+    if (std::uncaught_exceptions() > uncaught_ && detail::distributed::mpi_failed().load()) return;
     MPI_Finalize();
   }
 

@@ -49,7 +49,7 @@ class nccl_comm;
 template <class Policy>
 inline constexpr bool device_comm_backend<cuda<Policy>> = true;
 
-namespace detail::dist {
+namespace detail::distributed {
 
 template <class T>
 ncclDataType_t nccl_type() {
@@ -77,7 +77,7 @@ inline ncclRedOp_t nccl_op(reduce_op op) {
   return ncclSum;
 }
 
-}  // namespace detail::dist
+}  // namespace detail::distributed
 
 // The handle of an asynchronous NCCL collective: an event recorded after it on the stream.
 class nccl_request {
@@ -93,7 +93,7 @@ class nccl_request {
   };
   nccl_comm* comm_ = nullptr;
   std::shared_ptr<CUevent_st> event_;
-  detail::dist::call_info call_;
+  detail::distributed::call_info call_;
 };
 
 class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
@@ -104,7 +104,7 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
   // one of them). stream: where collectives run (nullptr: a new non-blocking stream).
   nccl_comm(int nranks, int rank, const ncclUniqueId& id, int device, cudaStream_t stream = nullptr,
             const comm_options& options = {})
-      : opts_(detail::dist::resolve(options, std::chrono::minutes(10), 0)) {
+      : opts_(detail::distributed::resolve(options, std::chrono::minutes(10), 0)) {
     init(nranks, rank, id, device, stream);
   }
 
@@ -112,7 +112,7 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
   // other): rank 0 creates the NCCL id and broadcasts it; ranks and size are the host's.
   template <communicator Host>
   nccl_comm(Host& host, int device, cudaStream_t stream = nullptr, const comm_options& options = {})
-      : opts_(detail::dist::resolve(options, std::chrono::minutes(10), 0)) {
+      : opts_(detail::distributed::resolve(options, std::chrono::minutes(10), 0)) {
     ncclUniqueId id{};
     if (host.rank() == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     std::vector<std::int64_t> words((sizeof(id) + 7) / 8);
@@ -193,23 +193,23 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
 
   template <class T>
   nccl_request allreduce_impl(comm_buffer<T> buf, reduce_op op, bool) {
-    const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allreduce,
+    const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::allreduce,
                                                  static_cast<std::int64_t>(buf.size()), op);
     const ordered o(stream_, nullptr, buf.order());
     return enqueue(call, [&] {
-      return ncclAllReduce(buf.data(), buf.data(), buf.size(), detail::dist::nccl_type<T>(),
-                           detail::dist::nccl_op(op), comm_, stream_);
+      return ncclAllReduce(buf.data(), buf.data(), buf.size(), detail::distributed::nccl_type<T>(),
+                           detail::distributed::nccl_op(op), comm_, stream_);
     });
   }
 
   template <class T>
   nccl_request broadcast_impl(comm_buffer<T> buf, int root, bool) {
     const auto call =
-        detail::dist::make_call<T>(++seq_, collective_kind::broadcast,
+        detail::distributed::make_call<T>(++seq_, collective_kind::broadcast,
                                    static_cast<std::int64_t>(buf.size()), reduce_op::sum, root);
     const ordered o(stream_, nullptr, buf.order());
     return enqueue(call, [&] {
-      return ncclBroadcast(buf.data(), buf.data(), buf.size(), detail::dist::nccl_type<T>(), root,
+      return ncclBroadcast(buf.data(), buf.data(), buf.size(), detail::distributed::nccl_type<T>(), root,
                            comm_, stream_);
     });
   }
@@ -217,22 +217,22 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
   template <class T>
   nccl_request reduce_scatter_impl(comm_buffer<const T> in, comm_buffer<T> out, reduce_op op,
                                    bool) {
-    const auto call = detail::dist::make_call<T>(++seq_, collective_kind::reduce_scatter,
+    const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::reduce_scatter,
                                                  static_cast<std::int64_t>(out.size()), op);
     const ordered o(stream_, in.order(), out.order());
     return enqueue(call, [&] {
-      return ncclReduceScatter(in.data(), out.data(), out.size(), detail::dist::nccl_type<T>(),
-                               detail::dist::nccl_op(op), comm_, stream_);
+      return ncclReduceScatter(in.data(), out.data(), out.size(), detail::distributed::nccl_type<T>(),
+                               detail::distributed::nccl_op(op), comm_, stream_);
     });
   }
 
   template <class T>
   nccl_request allgather_impl(comm_buffer<const T> in, comm_buffer<T> out, bool) {
-    const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allgather,
+    const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::allgather,
                                                  static_cast<std::int64_t>(in.size()));
     const ordered o(stream_, in.order(), out.order());
     return enqueue(call, [&] {
-      return ncclAllGather(in.data(), out.data(), in.size(), detail::dist::nccl_type<T>(), comm_,
+      return ncclAllGather(in.data(), out.data(), in.size(), detail::distributed::nccl_type<T>(), comm_,
                            stream_);
     });
   }
@@ -265,7 +265,7 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
 
   // An allreduce of one integer in device scratch memory.
   nccl_request barrier_impl(bool) {
-    const auto call = detail::dist::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
+    const auto call = detail::distributed::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
     return enqueue(call, [&] {
       return ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_);
     });
@@ -287,7 +287,7 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
       own_stream_ = true;
     }
     // Scratch: the barrier's integer, then one description per rank for debug mode.
-    check_cuda(cudaMalloc(&scratch_, header_offset + sizeof(detail::dist::call_info) *
+    check_cuda(cudaMalloc(&scratch_, header_offset + sizeof(detail::distributed::call_info) *
                                                          static_cast<std::size_t>(nranks)),
                "cudaMalloc");
     check_cuda(cudaMemset(scratch_, 0, header_offset), "cudaMemset");
@@ -295,7 +295,7 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
     config.blocking = 0;  // every call returns; progress is polled (never a hang)
     const ncclResult_t r = ncclCommInitRankConfig(&comm_, nranks, id, rank, &config);
     if (r != ncclSuccess && r != ncclInProgress) check(r, "ncclCommInitRankConfig");
-    const auto call = detail::dist::make_call<std::uint8_t>(0, collective_kind::barrier, 0);
+    const auto call = detail::distributed::make_call<std::uint8_t>(0, collective_kind::barrier, 0);
     settle(call, "ncclCommInitRankConfig (not every rank joined)");
   }
 
@@ -320,7 +320,7 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
   }
 
   // Waits (polling, under the timeout) until the non-blocking communicator's last call is done.
-  void settle(const detail::dist::call_info& call, const char* what) {
+  void settle(const detail::distributed::call_info& call, const char* what) {
     const auto start = clock::now();
     for (;;) {
       ncclResult_t state = ncclSuccess;
@@ -333,10 +333,10 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
     }
   }
 
-  [[noreturn]] void timed_out(const detail::dist::call_info& call, const char* what) {
+  [[noreturn]] void timed_out(const detail::distributed::call_info& call, const char* what) {
     const std::string msg = detail::cat(
         "meld::nccl_comm rank ", rank_, ": ", call.str(), " timed out after ",
-        detail::dist::seconds_str(opts_.timeout), " (", what,
+        detail::distributed::seconds_str(opts_.timeout), " (", what,
         "); the NCCL communicator was aborted. NCCL does not report which rank is missing: a "
         "peer may have died, stalled or called a different collective (debug mode compares the "
         "collectives)");
@@ -344,7 +344,7 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
     throw comm_error(comm_error::reason::timeout, msg);
   }
 
-  void check_usable(const detail::dist::call_info& call) const {
+  void check_usable(const detail::distributed::call_info& call) const {
     if (failed_)
       throw comm_error(comm_error::reason::aborted,
                        detail::cat("meld::nccl_comm rank ", rank_, ": ", call.str(),
@@ -352,7 +352,7 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
   }
 
   template <class Launch>
-  nccl_request enqueue(const detail::dist::call_info& call, Launch launch) {
+  nccl_request enqueue(const detail::distributed::call_info& call, Launch launch) {
     check_usable(call);
     check_cuda(cudaSetDevice(device_), "cudaSetDevice");
     if (opts_.debug) compare_calls(call);
@@ -369,8 +369,8 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
   }
 
   // Debug mode: every rank's description, gathered with NCCL, compared before the collective.
-  void compare_calls(const detail::dist::call_info& call) {
-    using detail::dist::call_info;
+  void compare_calls(const detail::distributed::call_info& call) {
+    using detail::distributed::call_info;
     auto* dev = static_cast<unsigned char*>(scratch_) + header_offset;
     std::vector<call_info> all(static_cast<std::size_t>(size_));
     const std::size_t bytes = sizeof(call_info);
@@ -397,7 +397,7 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
     throw comm_error(comm_error::reason::mismatch, msg);
   }
 
-  void wait_stream(const detail::dist::call_info& call, const char* what) {
+  void wait_stream(const detail::distributed::call_info& call, const char* what) {
     cudaEvent_t e = nullptr;
     check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
     std::unique_ptr<CUevent_st, nccl_request::destroy_event> owner(e);
@@ -406,7 +406,7 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
   }
 
   // Polls an event and the communicator's asynchronous error under the timeout.
-  void wait_event(cudaEvent_t e, const detail::dist::call_info& call, const char* what) {
+  void wait_event(cudaEvent_t e, const detail::distributed::call_info& call, const char* what) {
     const auto start = clock::now();
     for (int round = 0;; ++round) {
       const cudaError_t q = cudaEventQuery(e);
@@ -424,7 +424,7 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
 
   static constexpr std::size_t header_offset = 256;
 
-  detail::dist::resolved_options opts_;
+  detail::distributed::resolved_options opts_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   bool own_stream_ = false;

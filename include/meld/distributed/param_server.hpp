@@ -117,7 +117,7 @@ class param_server {
       throw std::invalid_argument("param_server: slice_elements must be at least 1");
     comm_options co;
     co.timeout = options.timeout;
-    timeout_ = detail::dist::resolve(co, std::chrono::minutes(10), 1).timeout;
+    timeout_ = detail::distributed::resolve(co, std::chrono::minutes(10), 1).timeout;
     first_worker_ = options.colocated ? 0 : s;
     workers_ = n - first_worker_;
     duplicate(comm);
@@ -381,7 +381,7 @@ class param_server {
       MPI_Comm_idup(comm, &req_, &reqs[0]);
       MPI_Comm_idup(comm, &rep_, &reqs[1]);
     }
-    detail::dist::backoff wait(timeout_);
+    detail::distributed::backoff wait(timeout_);
     for (int flag = 0;; wait.pause()) {
       {
         auto lock = mpi_.lock();
@@ -394,7 +394,7 @@ class param_server {
         }
       }
       if (wait.expired()) {
-        detail::dist::mpi_failed().store(true);
+        detail::distributed::mpi_failed().store(true);
         failure_->text = "construction timed out";
         throw comm_error(comm_error::reason::timeout,
                          detail::cat("meld::param_server rank ", rank_,
@@ -484,7 +484,7 @@ class param_server {
   // replies may still be outstanding: those operations stay in flight).
   static constexpr std::size_t max_sending = 1024;
   void throttle() {
-    detail::dist::backoff pause(2 * timeout_);
+    detail::distributed::backoff pause(2 * timeout_);
     while (sending_.size() >= max_sending) {
       bool sent = true;
       {
@@ -504,7 +504,7 @@ class param_server {
       if (pause.expired()) {
         failure_->text =
             detail::cat("meld::param_server worker rank ", rank_, ": no server took a request for ",
-                        detail::dist::seconds_str(2 * timeout_), " (a server that died or stalls)");
+                        detail::distributed::seconds_str(2 * timeout_), " (a server that died or stalls)");
         failure_->why = comm_error::reason::timeout;
         throw comm_error(failure_->why, failure_->text);
       }

@@ -46,7 +46,7 @@ class ps_handle {
   /// Waits until the operation completes; throws comm_error on a server's error or a timeout.
   void wait() {
     if (!op_) return;
-    detail::dist::backoff pause(std::chrono::hours(1));
+    detail::distributed::backoff pause(std::chrono::hours(1));
     while (!step()) pause.pause();
   }
 
@@ -111,7 +111,7 @@ class ps_handle {
         std::sort(silent.begin(), silent.end());
         silent.erase(std::unique(silent.begin(), silent.end()), silent.end());
         fail(comm_error::reason::timeout,
-             detail::cat("no answer from server ", detail::dist::ranks_str(silent),
+             detail::cat("no answer from server ", detail::distributed::ranks_str(silent),
                          " in time (a server that died or stalls)"));
       }
       return false;

@@ -94,61 +94,61 @@ class thread_comm : public collectives<thread_comm> {
  private:
   friend class thread_group;
   friend class collectives<thread_comm>;
-  using call_info = detail::dist::call_info;
+  using call_info = detail::distributed::call_info;
   static constexpr const char* comm_name = "thread_comm";
 
-  thread_comm(std::shared_ptr<detail::dist::tc_state> st, int rank) : me_(std::move(st), rank) {}
+  thread_comm(std::shared_ptr<detail::distributed::tc_state> st, int rank) : me_(std::move(st), rank) {}
 
   // ---- the collectives --------------------------------------------------------------------------
 
   template <class T>
   comm_request allreduce_impl(comm_buffer<T> buf, reduce_op op, bool async) {
-    const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allreduce,
+    const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::allreduce,
                                                  static_cast<std::int64_t>(buf.size()), op);
-    return detail::dist::issue_on(queue_, me_, call, async, [this, buf, op](const call_info& c) {
-      detail::dist::ring_allreduce(me_, buf.data(), c, op);
+    return detail::distributed::issue_on(queue_, me_, call, async, [this, buf, op](const call_info& c) {
+      detail::distributed::ring_allreduce(me_, buf.data(), c, op);
     });
   }
 
   template <class T>
   comm_request broadcast_impl(comm_buffer<T> buf, int root, bool async) {
     const auto call =
-        detail::dist::make_call<T>(++seq_, collective_kind::broadcast,
+        detail::distributed::make_call<T>(++seq_, collective_kind::broadcast,
                                    static_cast<std::int64_t>(buf.size()), reduce_op::sum, root);
-    return detail::dist::issue_on(queue_, me_, call, async, [this, buf](const call_info& c) {
-      detail::dist::chain_broadcast(me_, buf.data(), c);
+    return detail::distributed::issue_on(queue_, me_, call, async, [this, buf](const call_info& c) {
+      detail::distributed::chain_broadcast(me_, buf.data(), c);
     });
   }
 
   template <class T>
   comm_request reduce_scatter_impl(comm_buffer<const T> in, comm_buffer<T> out, reduce_op op,
                                    bool async) {
-    const auto call = detail::dist::make_call<T>(++seq_, collective_kind::reduce_scatter,
+    const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::reduce_scatter,
                                                  static_cast<std::int64_t>(out.size()), op);
-    return detail::dist::issue_on(
+    return detail::distributed::issue_on(
         queue_, me_, call, async, [this, in, out, op](const call_info& c) {
-          detail::dist::ring_reduce_scatter(me_, in.data(), out.data(), c, op);
+          detail::distributed::ring_reduce_scatter(me_, in.data(), out.data(), c, op);
         });
   }
 
   template <class T>
   comm_request allgather_impl(comm_buffer<const T> in, comm_buffer<T> out, bool async) {
-    const auto call = detail::dist::make_call<T>(++seq_, collective_kind::allgather,
+    const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::allgather,
                                                  static_cast<std::int64_t>(in.size()));
-    return detail::dist::issue_on(queue_, me_, call, async, [this, in, out](const call_info& c) {
-      detail::dist::ring_allgather(me_, in.data(), out.data(), c);
+    return detail::distributed::issue_on(queue_, me_, call, async, [this, in, out](const call_info& c) {
+      detail::distributed::ring_allgather(me_, in.data(), out.data(), c);
     });
   }
 
   comm_request barrier_impl(bool async) {
-    const auto call = detail::dist::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
-    return detail::dist::issue_on(queue_, me_, call, async,
-                                  [this](const call_info& c) { detail::dist::arrive_all(me_, c); });
+    const auto call = detail::distributed::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
+    return detail::distributed::issue_on(queue_, me_, call, async,
+                                  [this](const call_info& c) { detail::distributed::arrive_all(me_, c); });
   }
 
-  detail::dist::thread_endpoint me_;
+  detail::distributed::thread_endpoint me_;
   std::uint64_t seq_ = 0;
-  detail::dist::progress_queue queue_;  // last: its thread stops before the rest is destroyed
+  detail::distributed::progress_queue queue_;  // last: its thread stops before the rest is destroyed
 };
 
 /// k ranks of thread_comm in this process.
@@ -157,10 +157,10 @@ class thread_group {
   /// A group of `ranks` ranks (1 to 1024) with the given settings; throws std::invalid_argument
   /// outside that range.
   explicit thread_group(int ranks, const comm_options& options = {}) {
-    if (ranks < 1 || ranks > detail::dist::tc_max_ranks)
+    if (ranks < 1 || ranks > detail::distributed::tc_max_ranks)
       throw std::invalid_argument(detail::cat("thread_group: ", ranks, " ranks (expected 1 .. ",
-                                              detail::dist::tc_max_ranks, ")"));
-    state_ = std::make_shared<detail::dist::tc_state>(ranks, options);
+                                              detail::distributed::tc_max_ranks, ")"));
+    state_ = std::make_shared<detail::distributed::tc_state>(ranks, options);
     for (int r = 0; r < ranks; ++r)
       comms_.push_back(std::unique_ptr<thread_comm>(new thread_comm(state_, r)));
   }
@@ -225,7 +225,7 @@ class thread_group {
   }
 
  private:
-  std::shared_ptr<detail::dist::tc_state> state_;
+  std::shared_ptr<detail::distributed::tc_state> state_;
   std::vector<std::unique_ptr<thread_comm>> comms_;
 };
 

@@ -26,7 +26,7 @@
 #include "../buffer.hpp"
 #include "../communicator.hpp"
 
-namespace meld::detail::dist {
+namespace meld::detail::distributed {
 
 // A parameter and its gradient, as the model's visit_parameters hands them out.
 template <class Tensor>
@@ -196,4 +196,4 @@ class bucket_engine {
   index_t tail_;
 };
 
-}  // namespace meld::detail::dist
+}  // namespace meld::detail::distributed

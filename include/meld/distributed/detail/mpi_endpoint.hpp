@@ -22,7 +22,7 @@
 #include "../mpi_session.hpp"
 #include "progress.hpp"
 
-namespace meld::detail::dist {
+namespace meld::detail::distributed {
 
 template <class T>
 MPI_Datatype mpi_type() {
@@ -418,4 +418,4 @@ class mpi_endpoint {
   scratch_buffer scratch_;
 };
 
-}  // namespace meld::detail::dist
+}  // namespace meld::detail::distributed

@@ -14,7 +14,7 @@
 #include "mpi_endpoint.hpp"
 #include "reduce_kernels.hpp"
 
-namespace meld::detail::dist {
+namespace meld::detail::distributed {
 
 // Polls the ring's requests until all are complete. on_receive(j) runs when receive slot j
 // completes and returns whether it posted another receive there.
@@ -174,4 +174,4 @@ void ring_allreduce(mpi_endpoint& ep, T* buf, const call_info& call, reduce_op o
   ep.poll(reqs.data() + S, static_cast<int>((k - 1) * S), call, describe);
 }
 
-}  // namespace meld::detail::dist
+}  // namespace meld::detail::distributed

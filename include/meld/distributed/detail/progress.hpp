@@ -22,7 +22,7 @@
 
 namespace meld {
 
-namespace detail::dist {
+namespace detail::distributed {
 
 using clock = std::chrono::steady_clock;
 
@@ -169,7 +169,7 @@ class progress_queue {
   std::thread thread_;
 };
 
-}  // namespace detail::dist
+}  // namespace detail::distributed
 
 // The handle of an asynchronous collective on a CPU communicator. wait() returns when the
 // collective has completed on this rank and rethrows its error (comm_error on a timeout, a
@@ -177,18 +177,18 @@ class progress_queue {
 class comm_request {
  public:
   comm_request() = default;
-  explicit comm_request(std::shared_ptr<detail::dist::request_state> s) : state_(std::move(s)) {}
+  explicit comm_request(std::shared_ptr<detail::distributed::request_state> s) : state_(std::move(s)) {}
 
   void wait() const {
-    if (state_) detail::dist::progress_queue::wait(*state_);
+    if (state_) detail::distributed::progress_queue::wait(*state_);
   }
   bool ready() const { return !state_ || state_->done.load(std::memory_order_acquire); }
 
  private:
-  std::shared_ptr<detail::dist::request_state> state_;
+  std::shared_ptr<detail::distributed::request_state> state_;
 };
 
-namespace detail::dist {
+namespace detail::distributed {
 
 // Issues one collective of a rank on its queue: the job runs body(call) inside the rank's endpoint
 // (thread_endpoint or mpi_endpoint: run() refuses it when the group has failed, and cleans up
@@ -210,6 +210,6 @@ comm_request issue_on(progress_queue& queue, Endpoint& endpoint, const call_info
   return {};
 }
 
-}  // namespace detail::dist
+}  // namespace detail::distributed
 
 }  // namespace meld

@@ -165,7 +165,7 @@ class mpi_calls {
     serialize_ = provided < MPI_THREAD_MULTIPLE;
   }
   std::unique_lock<std::recursive_mutex> lock() const {
-    return serialize_ ? std::unique_lock<std::recursive_mutex>(dist::mpi_mutex())
+    return serialize_ ? std::unique_lock<std::recursive_mutex>(distributed::mpi_mutex())
                       : std::unique_lock<std::recursive_mutex>();
   }
 

@@ -62,7 +62,7 @@ class server {
   // Returns the failure, if any ("" when every worker finished).
   std::string run() {
     trace_recorder::get().name_thread(cat("ps server ", cfg_.index));
-    dist::backoff idle(std::chrono::hours(1));
+    distributed::backoff idle(std::chrono::hours(1));
     auto last_check = clock::now();
     for (;;) {
       bool progressed = receive_all();
@@ -425,7 +425,7 @@ class server {
             comm_error::reason::mismatch,
             cat("key ", key, " was used by worker rank ", cfg_.first_worker + h.worker,
                 " but never initialized: worker 0 (rank ", cfg_.first_worker,
-                ") did not init it within ", dist::seconds_str(cfg_.timeout),
+                ") did not init it within ", distributed::seconds_str(cfg_.timeout),
                 " (every worker calls init(key, value) before using a key; worker 0's value is "
                 "the one kept)"),
             nullptr, -1);
@@ -447,7 +447,7 @@ class server {
         return fail_with(
             comm_error::reason::timeout,
             cat("the pull of key ", key, " by worker rank ", cfg_.first_worker + h.worker,
-                " waited ", dist::seconds_str(now - p.since), " for round ", need, " (mode ",
+                " waited ", distributed::seconds_str(now - p.since), " for round ", need, " (mode ",
                 cfg_.mode.str(), "), which is not complete: ", late,
                 " (a worker that died or stalls)"),
             nullptr, -1);
@@ -469,7 +469,7 @@ class server {
     }
     if (finished_ || silent.empty() || done == 0) return;
     fail_with(comm_error::reason::timeout,
-              cat("worker rank(s) ", silent, " sent nothing for ", dist::seconds_str(cfg_.timeout),
+              cat("worker rank(s) ", silent, " sent nothing for ", distributed::seconds_str(cfg_.timeout),
                   done ? " while the others finished" : "", " (a worker that died or stalls)"),
               nullptr, -1);
     finish();

@@ -10,7 +10,7 @@
 #include "../../tensor/tensor_view.hpp"
 #include "../communicator.hpp"
 
-namespace meld::detail::dist {
+namespace meld::detail::distributed {
 
 // A contiguous 1-d view of raw memory (no owner: the memory outlives the view).
 template <class T>
@@ -67,4 +67,4 @@ inline index_t part_begin(index_t count, index_t parts, index_t i) {
   return count / parts * i + std::min(i, count % parts);
 }
 
-}  // namespace meld::detail::dist
+}  // namespace meld::detail::distributed

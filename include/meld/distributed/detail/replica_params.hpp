@@ -17,7 +17,7 @@
 #include "../../tensor/tensor.hpp"
 #include "bucket_engine.hpp"
 
-namespace meld::detail::dist {
+namespace meld::detail::distributed {
 
 template <class Tensor>
 struct replica_params {
@@ -99,4 +99,4 @@ index_t check_batch(const Tensor& inputs, const Targets& targets, const char* wh
   return inputs.shape()[0];
 }
 
-}  // namespace meld::detail::dist
+}  // namespace meld::detail::distributed

@@ -16,7 +16,7 @@
 #include "../buffer.hpp"
 #include "../communicator.hpp"
 
-namespace meld::detail::dist {
+namespace meld::detail::distributed {
 
 inline std::uint64_t fnv1a(std::string_view s) {
   std::uint64_t h = 14695981039346656037ull;
@@ -110,4 +110,4 @@ void check_same_model(Comm& c, Model& model, std::size_t bucket_bytes) {
   throw shape_error(msg);
 }
 
-}  // namespace meld::detail::dist
+}  // namespace meld::detail::distributed

@@ -7,7 +7,7 @@
 
 #include "../../core/trace.hpp"
 
-namespace meld::detail::dist {
+namespace meld::detail::distributed {
 
 // t0: the step starts (construction); t1: forward and loss are done (forward_done); t2: backward
 // is done, with the buckets launched inside it (backward_done); t3: the allreduces are waited for
@@ -78,4 +78,4 @@ class step_clock {
   clock::time_point t_[4];
 };
 
-}  // namespace meld::detail::dist
+}  // namespace meld::detail::distributed

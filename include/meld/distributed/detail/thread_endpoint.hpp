@@ -20,7 +20,7 @@
 #include "../communicator.hpp"
 #include "progress.hpp"
 
-namespace meld::detail::dist {
+namespace meld::detail::distributed {
 
 // progress = (sequence << tc_unit_bits) | units of that collective completed.
 inline constexpr int tc_unit_bits = 24;
@@ -293,4 +293,4 @@ class thread_endpoint {
   scratch_buffer scratch_;
 };
 
-}  // namespace meld::detail::dist
+}  // namespace meld::detail::distributed

@@ -12,7 +12,7 @@
 #include "reduce_kernels.hpp"
 #include "thread_endpoint.hpp"
 
-namespace meld::detail::dist {
+namespace meld::detail::distributed {
 
 // Reduce-scatter then allgather around the ring, on chunk r of k, slice by slice.
 template <class T>
@@ -146,4 +146,4 @@ inline void arrive_all(thread_endpoint& me, const call_info& call) {
     for (int q = 0; q < me.size(); ++q) me.matching_entry(q, call);
 }
 
-}  // namespace meld::detail::dist
+}  // namespace meld::detail::distributed

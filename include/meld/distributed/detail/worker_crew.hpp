@@ -23,7 +23,7 @@
 #include "../../runtime/thread_pool.hpp"
 #include "../../runtime/waiter.hpp"
 
-namespace meld::detail::dist {
+namespace meld::detail::distributed {
 
 class worker_crew {
  public:
@@ -93,4 +93,4 @@ class worker_crew {
   waiter finished_;  // the caller waits here for the workers
 };
 
-}  // namespace meld::detail::dist
+}  // namespace meld::detail::distributed
