@@ -27,6 +27,6 @@
 #include "backend/cuda/stream.hpp"
 #endif
 
-// Distributed training (communicators, data_parallel, kv_store) is in <meld/distributed.hpp>: it adds
-// about 1 s of parsing to every translation unit (threads, std::function, the ring algorithms),
-// which programs that do not use it should not pay.
+// Distributed training (communicators, data_parallel, kv_store) is in <meld/distributed.hpp>: it
+// adds about 1 s of parsing to every translation unit (threads, std::function, the ring
+// algorithms), which programs that do not use it should not pay.

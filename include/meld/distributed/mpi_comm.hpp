@@ -78,7 +78,8 @@ class mpi_comm : public collectives<mpi_comm> {
 
   /// A communicator over comm (duplicated: meld's traffic never mixes with the caller's).
   explicit mpi_comm(MPI_Comm comm = MPI_COMM_WORLD, const mpi_comm_options& options = {})
-      : ep_(comm, detail::distributed::resolve(options, std::chrono::minutes(10), std::size_t(1) << 20)),
+      : ep_(comm,
+            detail::distributed::resolve(options, std::chrono::minutes(10), std::size_t(1) << 20)),
         native_allreduce_(options.native_allreduce) {}
 
   mpi_comm(const mpi_comm&) = delete;
@@ -121,29 +122,31 @@ class mpi_comm : public collectives<mpi_comm> {
   comm_request allreduce_impl(comm_buffer<T> buf, reduce_op op, bool async) {
     detail::distributed::mpi_endpoint::checked_count(buf.size(), "allreduce");
     const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::allreduce,
-                                                 static_cast<std::int64_t>(buf.size()), op);
-    return detail::distributed::issue_on(queue_, ep_, call, async, [this, buf, op](const call_info& c) {
-      if (native_allreduce_ || size() == 1) {
-        ep_.complete("MPI_Iallreduce", c, [&](MPI_Request* r) {
-          return MPI_Iallreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(buf.size()),
-                                detail::distributed::mpi_type<T>(), detail::distributed::mpi_op(op), ep_.data(),
-                                r);
+                                                        static_cast<std::int64_t>(buf.size()), op);
+    return detail::distributed::issue_on(
+        queue_, ep_, call, async, [this, buf, op](const call_info& c) {
+          if (native_allreduce_ || size() == 1) {
+            ep_.complete("MPI_Iallreduce", c, [&](MPI_Request* r) {
+              return MPI_Iallreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(buf.size()),
+                                    detail::distributed::mpi_type<T>(),
+                                    detail::distributed::mpi_op(op), ep_.data(), r);
+            });
+          } else {
+            detail::distributed::ring_allreduce(ep_, buf.data(), c, op);
+          }
         });
-      } else {
-        detail::distributed::ring_allreduce(ep_, buf.data(), c, op);
-      }
-    });
   }
 
   template <class T>
   comm_request broadcast_impl(comm_buffer<T> buf, int root, bool async) {
     const int n = detail::distributed::mpi_endpoint::checked_count(buf.size(), "broadcast");
-    const auto call =
-        detail::distributed::make_call<T>(++seq_, collective_kind::broadcast, n, reduce_op::sum, root);
+    const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::broadcast, n,
+                                                        reduce_op::sum, root);
     return detail::distributed::issue_on(
         queue_, ep_, call, async, [this, buf, n, root](const call_info& c) {
           ep_.complete("MPI_Ibcast", c, [&](MPI_Request* r) {
-            return MPI_Ibcast(buf.data(), n, detail::distributed::mpi_type<T>(), root, ep_.data(), r);
+            return MPI_Ibcast(buf.data(), n, detail::distributed::mpi_type<T>(), root, ep_.data(),
+                              r);
           });
         });
   }
@@ -153,13 +156,13 @@ class mpi_comm : public collectives<mpi_comm> {
                                    bool async) {
     detail::distributed::mpi_endpoint::checked_count(in.size(), "reduce_scatter");
     const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::reduce_scatter,
-                                                 static_cast<std::int64_t>(out.size()), op);
+                                                        static_cast<std::int64_t>(out.size()), op);
     return detail::distributed::issue_on(
         queue_, ep_, call, async, [this, in, out, op](const call_info& c) {
           ep_.complete("MPI_Ireduce_scatter_block", c, [&](MPI_Request* r) {
             return MPI_Ireduce_scatter_block(in.data(), out.data(), static_cast<int>(out.size()),
-                                             detail::distributed::mpi_type<T>(), detail::distributed::mpi_op(op),
-                                             ep_.data(), r);
+                                             detail::distributed::mpi_type<T>(),
+                                             detail::distributed::mpi_op(op), ep_.data(), r);
           });
         });
   }
@@ -168,18 +171,21 @@ class mpi_comm : public collectives<mpi_comm> {
   comm_request allgather_impl(comm_buffer<const T> in, comm_buffer<T> out, bool async) {
     detail::distributed::mpi_endpoint::checked_count(out.size(), "allgather");
     const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::allgather,
-                                                 static_cast<std::int64_t>(in.size()));
-    return detail::distributed::issue_on(queue_, ep_, call, async, [this, in, out](const call_info& c) {
-      ep_.complete("MPI_Iallgather", c, [&](MPI_Request* r) {
-        return MPI_Iallgather(in.data(), static_cast<int>(in.size()), detail::distributed::mpi_type<T>(),
-                              out.data(), static_cast<int>(in.size()), detail::distributed::mpi_type<T>(),
-                              ep_.data(), r);
-      });
-    });
+                                                        static_cast<std::int64_t>(in.size()));
+    return detail::distributed::issue_on(
+        queue_, ep_, call, async, [this, in, out](const call_info& c) {
+          ep_.complete("MPI_Iallgather", c, [&](MPI_Request* r) {
+            return MPI_Iallgather(in.data(), static_cast<int>(in.size()),
+                                  detail::distributed::mpi_type<T>(), out.data(),
+                                  static_cast<int>(in.size()), detail::distributed::mpi_type<T>(),
+                                  ep_.data(), r);
+          });
+        });
   }
 
   comm_request barrier_impl(bool async) {
-    const auto call = detail::distributed::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
+    const auto call =
+        detail::distributed::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
     return detail::distributed::issue_on(queue_, ep_, call, async, [this](const call_info& c) {
       ep_.complete("MPI_Ibarrier", c, [&](MPI_Request* r) { return MPI_Ibarrier(ep_.data(), r); });
     });

@@ -194,7 +194,7 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
   template <class T>
   nccl_request allreduce_impl(comm_buffer<T> buf, reduce_op op, bool) {
     const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::allreduce,
-                                                 static_cast<std::int64_t>(buf.size()), op);
+                                                        static_cast<std::int64_t>(buf.size()), op);
     const ordered o(stream_, nullptr, buf.order());
     return enqueue(call, [&] {
       return ncclAllReduce(buf.data(), buf.data(), buf.size(), detail::distributed::nccl_type<T>(),
@@ -204,13 +204,13 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
 
   template <class T>
   nccl_request broadcast_impl(comm_buffer<T> buf, int root, bool) {
-    const auto call =
-        detail::distributed::make_call<T>(++seq_, collective_kind::broadcast,
-                                   static_cast<std::int64_t>(buf.size()), reduce_op::sum, root);
+    const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::broadcast,
+                                                        static_cast<std::int64_t>(buf.size()),
+                                                        reduce_op::sum, root);
     const ordered o(stream_, nullptr, buf.order());
     return enqueue(call, [&] {
-      return ncclBroadcast(buf.data(), buf.data(), buf.size(), detail::distributed::nccl_type<T>(), root,
-                           comm_, stream_);
+      return ncclBroadcast(buf.data(), buf.data(), buf.size(), detail::distributed::nccl_type<T>(),
+                           root, comm_, stream_);
     });
   }
 
@@ -218,10 +218,11 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
   nccl_request reduce_scatter_impl(comm_buffer<const T> in, comm_buffer<T> out, reduce_op op,
                                    bool) {
     const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::reduce_scatter,
-                                                 static_cast<std::int64_t>(out.size()), op);
+                                                        static_cast<std::int64_t>(out.size()), op);
     const ordered o(stream_, in.order(), out.order());
     return enqueue(call, [&] {
-      return ncclReduceScatter(in.data(), out.data(), out.size(), detail::distributed::nccl_type<T>(),
+      return ncclReduceScatter(in.data(), out.data(), out.size(),
+                               detail::distributed::nccl_type<T>(),
                                detail::distributed::nccl_op(op), comm_, stream_);
     });
   }
@@ -229,11 +230,11 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
   template <class T>
   nccl_request allgather_impl(comm_buffer<const T> in, comm_buffer<T> out, bool) {
     const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::allgather,
-                                                 static_cast<std::int64_t>(in.size()));
+                                                        static_cast<std::int64_t>(in.size()));
     const ordered o(stream_, in.order(), out.order());
     return enqueue(call, [&] {
-      return ncclAllGather(in.data(), out.data(), in.size(), detail::distributed::nccl_type<T>(), comm_,
-                           stream_);
+      return ncclAllGather(in.data(), out.data(), in.size(), detail::distributed::nccl_type<T>(),
+                           comm_, stream_);
     });
   }
 
@@ -265,7 +266,8 @@ class nccl_comm : public collectives<nccl_comm, comm_memory::device> {
 
   // An allreduce of one integer in device scratch memory.
   nccl_request barrier_impl(bool) {
-    const auto call = detail::distributed::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
+    const auto call =
+        detail::distributed::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
     return enqueue(call, [&] {
       return ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_);
     });

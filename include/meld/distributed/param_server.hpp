@@ -502,9 +502,9 @@ class param_server {
       }
       router_->poll(mpi_);  // replies keep arriving meanwhile
       if (pause.expired()) {
-        failure_->text =
-            detail::cat("meld::param_server worker rank ", rank_, ": no server took a request for ",
-                        detail::distributed::seconds_str(2 * timeout_), " (a server that died or stalls)");
+        failure_->text = detail::cat(
+            "meld::param_server worker rank ", rank_, ": no server took a request for ",
+            detail::distributed::seconds_str(2 * timeout_), " (a server that died or stalls)");
         failure_->why = comm_error::reason::timeout;
         throw comm_error(failure_->why, failure_->text);
       }

@@ -97,24 +97,26 @@ class thread_comm : public collectives<thread_comm> {
   using call_info = detail::distributed::call_info;
   static constexpr const char* comm_name = "thread_comm";
 
-  thread_comm(std::shared_ptr<detail::distributed::tc_state> st, int rank) : me_(std::move(st), rank) {}
+  thread_comm(std::shared_ptr<detail::distributed::tc_state> st, int rank)
+      : me_(std::move(st), rank) {}
 
   // ---- the collectives --------------------------------------------------------------------------
 
   template <class T>
   comm_request allreduce_impl(comm_buffer<T> buf, reduce_op op, bool async) {
     const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::allreduce,
-                                                 static_cast<std::int64_t>(buf.size()), op);
-    return detail::distributed::issue_on(queue_, me_, call, async, [this, buf, op](const call_info& c) {
-      detail::distributed::ring_allreduce(me_, buf.data(), c, op);
-    });
+                                                        static_cast<std::int64_t>(buf.size()), op);
+    return detail::distributed::issue_on(
+        queue_, me_, call, async, [this, buf, op](const call_info& c) {
+          detail::distributed::ring_allreduce(me_, buf.data(), c, op);
+        });
   }
 
   template <class T>
   comm_request broadcast_impl(comm_buffer<T> buf, int root, bool async) {
-    const auto call =
-        detail::distributed::make_call<T>(++seq_, collective_kind::broadcast,
-                                   static_cast<std::int64_t>(buf.size()), reduce_op::sum, root);
+    const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::broadcast,
+                                                        static_cast<std::int64_t>(buf.size()),
+                                                        reduce_op::sum, root);
     return detail::distributed::issue_on(queue_, me_, call, async, [this, buf](const call_info& c) {
       detail::distributed::chain_broadcast(me_, buf.data(), c);
     });
@@ -124,7 +126,7 @@ class thread_comm : public collectives<thread_comm> {
   comm_request reduce_scatter_impl(comm_buffer<const T> in, comm_buffer<T> out, reduce_op op,
                                    bool async) {
     const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::reduce_scatter,
-                                                 static_cast<std::int64_t>(out.size()), op);
+                                                        static_cast<std::int64_t>(out.size()), op);
     return detail::distributed::issue_on(
         queue_, me_, call, async, [this, in, out, op](const call_info& c) {
           detail::distributed::ring_reduce_scatter(me_, in.data(), out.data(), c, op);
@@ -134,21 +136,25 @@ class thread_comm : public collectives<thread_comm> {
   template <class T>
   comm_request allgather_impl(comm_buffer<const T> in, comm_buffer<T> out, bool async) {
     const auto call = detail::distributed::make_call<T>(++seq_, collective_kind::allgather,
-                                                 static_cast<std::int64_t>(in.size()));
-    return detail::distributed::issue_on(queue_, me_, call, async, [this, in, out](const call_info& c) {
-      detail::distributed::ring_allgather(me_, in.data(), out.data(), c);
-    });
+                                                        static_cast<std::int64_t>(in.size()));
+    return detail::distributed::issue_on(
+        queue_, me_, call, async, [this, in, out](const call_info& c) {
+          detail::distributed::ring_allgather(me_, in.data(), out.data(), c);
+        });
   }
 
   comm_request barrier_impl(bool async) {
-    const auto call = detail::distributed::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
-    return detail::distributed::issue_on(queue_, me_, call, async,
-                                  [this](const call_info& c) { detail::distributed::arrive_all(me_, c); });
+    const auto call =
+        detail::distributed::make_call<std::uint8_t>(++seq_, collective_kind::barrier, 0);
+    return detail::distributed::issue_on(queue_, me_, call, async, [this](const call_info& c) {
+      detail::distributed::arrive_all(me_, c);
+    });
   }
 
   detail::distributed::thread_endpoint me_;
   std::uint64_t seq_ = 0;
-  detail::distributed::progress_queue queue_;  // last: its thread stops before the rest is destroyed
+  detail::distributed::progress_queue
+      queue_;  // last: its thread stops before the rest is destroyed
 };
 
 /// k ranks of thread_comm in this process.

@@ -177,7 +177,8 @@ class progress_queue {
 class comm_request {
  public:
   comm_request() = default;
-  explicit comm_request(std::shared_ptr<detail::distributed::request_state> s) : state_(std::move(s)) {}
+  explicit comm_request(std::shared_ptr<detail::distributed::request_state> s)
+      : state_(std::move(s)) {}
 
   void wait() const {
     if (state_) detail::distributed::progress_queue::wait(*state_);

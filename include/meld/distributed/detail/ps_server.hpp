@@ -468,10 +468,11 @@ class server {
       }
     }
     if (finished_ || silent.empty() || done == 0) return;
-    fail_with(comm_error::reason::timeout,
-              cat("worker rank(s) ", silent, " sent nothing for ", distributed::seconds_str(cfg_.timeout),
-                  done ? " while the others finished" : "", " (a worker that died or stalls)"),
-              nullptr, -1);
+    fail_with(
+        comm_error::reason::timeout,
+        cat("worker rank(s) ", silent, " sent nothing for ", distributed::seconds_str(cfg_.timeout),
+            done ? " while the others finished" : "", " (a worker that died or stalls)"),
+        nullptr, -1);
     finish();
   }
 
