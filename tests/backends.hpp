@@ -9,7 +9,7 @@
 //
 // Inside, B is the backend. Each case is registered once per backend of the build, with the
 // backend's name appended and tags saying which it is:
-//   default build:              cpu<sync> [host], cpu<async> [host][async], sim<sync> [sim],
+//   default build:              cpu<sync> [cpu], cpu<async> [cpu][async], sim<sync> [sim],
 //                               sim<async> [sim][async]
 //   MELD_TEST_CUDA (the .cu files of tests/gpu compile the same suites with nvcc):
 //                               cuda<sync> [cuda], cuda<async> [cuda][async]
@@ -33,50 +33,84 @@
 #define MELD_TEST_CAT2(a, b) a##b
 #define MELD_TEST_CAT(a, b) MELD_TEST_CAT2(a, b)
 
+// Every backend the suites can be instantiated for, with its tags: the one list. X is called as
+// X(backend, policy, backend tags, NAME, TAGS, FN).
+#define MELD_TEST_BACKENDS(X, NAME, TAGS, FN)   \
+  X(cpu, sync, "[cpu]", NAME, TAGS, FN)         \
+  X(cpu, async, "[cpu][async]", NAME, TAGS, FN) \
+  X(sim, sync, "[sim]", NAME, TAGS, FN)         \
+  X(sim, async, "[sim][async]", NAME, TAGS, FN) \
+  X(cuda, sync, "[cuda]", NAME, TAGS, FN)       \
+  X(cuda, async, "[cuda][async]", NAME, TAGS, FN)
+
+// Which of them this build instantiates: MELD_TEST_ALL_<backend>_<policy> for BACKEND_TEST_CASE,
+// MELD_TEST_SYNC_... for SYNC_BACKEND_TEST_CASE, MELD_TEST_ASYNC_... for ASYNC_BACKEND_TEST_CASE.
 #if defined(MELD_TEST_CUDA)
-#define MELD_TEST_INSTANTIATE(NAME, TAGS, FN)              \
-  TEST_CASE(NAME " (cuda<sync>)", TAGS "[cuda]") {         \
-    FN<meld::cuda<meld::sync>>();                          \
-  }                                                        \
-  TEST_CASE(NAME " (cuda<async>)", TAGS "[cuda][async]") { \
-    FN<meld::cuda<meld::async>>();                         \
-  }
-#elif defined(MELD_TEST_ASYNC_ONLY)
-#define MELD_TEST_INSTANTIATE(NAME, TAGS, FN)            \
-  TEST_CASE(NAME " (cpu<async>)", TAGS "[cpu][async]") { \
-    FN<meld::cpu<meld::async>>();                        \
-  }                                                      \
-  TEST_CASE(NAME " (sim<async>)", TAGS "[sim][async]") { \
-    FN<meld::sim<meld::async>>();                        \
-  }
-#elif defined(MELD_TEST_CPU_SYNC_ONLY)
-#define MELD_TEST_INSTANTIATE(NAME, TAGS, FN)    \
-  TEST_CASE(NAME " (cpu<sync>)", TAGS "[cpu]") { \
-    FN<meld::cpu<meld::sync>>();                 \
-  }
-#elif defined(MELD_TEST_SYNC_ONLY)
-#define MELD_TEST_INSTANTIATE(NAME, TAGS, FN)    \
-  TEST_CASE(NAME " (cpu<sync>)", TAGS "[cpu]") { \
-    FN<meld::cpu<meld::sync>>();                 \
-  }                                              \
-  TEST_CASE(NAME " (sim<sync>)", TAGS "[sim]") { \
-    FN<meld::sim<meld::sync>>();                 \
-  }
+#define MELD_TEST_ALL_cpu_sync 0
+#define MELD_TEST_ALL_cpu_async 0
+#define MELD_TEST_ALL_sim_sync 0
+#define MELD_TEST_ALL_sim_async 0
+#define MELD_TEST_ALL_cuda_sync 1
+#define MELD_TEST_ALL_cuda_async 1
+#define MELD_TEST_ASYNC_cpu_async 0
+#define MELD_TEST_ASYNC_sim_async 0
+#define MELD_TEST_ASYNC_cuda_async 1
 #else
-#define MELD_TEST_INSTANTIATE(NAME, TAGS, FN)            \
-  TEST_CASE(NAME " (cpu<sync>)", TAGS "[cpu]") {         \
-    FN<meld::cpu<meld::sync>>();                         \
-  }                                                      \
-  TEST_CASE(NAME " (cpu<async>)", TAGS "[cpu][async]") { \
-    FN<meld::cpu<meld::async>>();                        \
-  }                                                      \
-  TEST_CASE(NAME " (sim<sync>)", TAGS "[sim]") {         \
-    FN<meld::sim<meld::sync>>();                         \
-  }                                                      \
-  TEST_CASE(NAME " (sim<async>)", TAGS "[sim][async]") { \
-    FN<meld::sim<meld::async>>();                        \
-  }
+#define MELD_TEST_ALL_cuda_sync 0
+#define MELD_TEST_ALL_cuda_async 0
+#define MELD_TEST_ASYNC_cpu_async 1
+#define MELD_TEST_ASYNC_sim_async 1
+#define MELD_TEST_ASYNC_cuda_async 0
+#if defined(MELD_TEST_ASYNC_ONLY)
+#define MELD_TEST_ALL_cpu_sync 0
+#define MELD_TEST_ALL_cpu_async 1
+#define MELD_TEST_ALL_sim_sync 0
+#define MELD_TEST_ALL_sim_async 1
+#elif defined(MELD_TEST_CPU_SYNC_ONLY)
+#define MELD_TEST_ALL_cpu_sync 1
+#define MELD_TEST_ALL_cpu_async 0
+#define MELD_TEST_ALL_sim_sync 0
+#define MELD_TEST_ALL_sim_async 0
+#elif defined(MELD_TEST_SYNC_ONLY)
+#define MELD_TEST_ALL_cpu_sync 1
+#define MELD_TEST_ALL_cpu_async 0
+#define MELD_TEST_ALL_sim_sync 1
+#define MELD_TEST_ALL_sim_async 0
+#else
+#define MELD_TEST_ALL_cpu_sync 1
+#define MELD_TEST_ALL_cpu_async 1
+#define MELD_TEST_ALL_sim_sync 1
+#define MELD_TEST_ALL_sim_async 1
 #endif
+#endif
+// The synchronous ones among them.
+#define MELD_TEST_SYNC_cpu_sync MELD_TEST_ALL_cpu_sync
+#define MELD_TEST_SYNC_sim_sync MELD_TEST_ALL_sim_sync
+#define MELD_TEST_SYNC_cuda_sync MELD_TEST_ALL_cuda_sync
+#define MELD_TEST_SYNC_cpu_async 0
+#define MELD_TEST_SYNC_sim_async 0
+#define MELD_TEST_SYNC_cuda_async 0
+// The asynchronous ones: every asynchronous backend of the build (set above), whatever the
+// sanitizer selects, since the suites about streams and overlap run everywhere.
+#define MELD_TEST_ASYNC_cpu_sync 0
+#define MELD_TEST_ASYNC_sim_sync 0
+#define MELD_TEST_ASYNC_cuda_sync 0
+
+#define MELD_TEST_IF_0(...)
+#define MELD_TEST_IF_1(...) __VA_ARGS__
+
+// One backend's test case where TABLE says the build instantiates it.
+#define MELD_TEST_ONE_IN(TABLE, B, P, BTAGS, NAME, TAGS, FN)  \
+  MELD_TEST_CAT(MELD_TEST_IF_, MELD_TEST_CAT(TABLE, B##_##P)) \
+  (TEST_CASE(NAME " (" #B "<" #P ">)", TAGS BTAGS) { FN<meld::B<meld::P>>(); })
+#define MELD_TEST_ONE(B, P, BTAGS, NAME, TAGS, FN) \
+  MELD_TEST_ONE_IN(MELD_TEST_ALL_, B, P, BTAGS, NAME, TAGS, FN)
+#define MELD_TEST_ONE_SYNC(B, P, BTAGS, NAME, TAGS, FN) \
+  MELD_TEST_ONE_IN(MELD_TEST_SYNC_, B, P, BTAGS, NAME, TAGS, FN)
+#define MELD_TEST_ONE_ASYNC(B, P, BTAGS, NAME, TAGS, FN) \
+  MELD_TEST_ONE_IN(MELD_TEST_ASYNC_, B, P, BTAGS, NAME, TAGS, FN)
+
+#define MELD_TEST_INSTANTIATE(NAME, TAGS, FN) MELD_TEST_BACKENDS(MELD_TEST_ONE, NAME, TAGS, FN)
 
 // A test function template FN<B> registered by INSTANTIATE (one of the lists of backends here).
 #define MELD_DEFINE_BACKEND_TEST_CASE(INSTANTIATE, NAME, TAGS, FN) \
@@ -91,20 +125,8 @@
                                 MELD_TEST_CAT(meld_backend_test_, __COUNTER__))
 
 // The same for the asynchronous backends only (streams, events, futures, overlap).
-#if defined(MELD_TEST_CUDA)
-#define MELD_TEST_INSTANTIATE_ASYNC(NAME, TAGS, FN)        \
-  TEST_CASE(NAME " (cuda<async>)", TAGS "[cuda][async]") { \
-    FN<meld::cuda<meld::async>>();                         \
-  }
-#else
-#define MELD_TEST_INSTANTIATE_ASYNC(NAME, TAGS, FN)       \
-  TEST_CASE(NAME " (cpu<async>)", TAGS "[host][async]") { \
-    FN<meld::cpu<meld::async>>();                         \
-  }                                                       \
-  TEST_CASE(NAME " (sim<async>)", TAGS "[sim][async]") {  \
-    FN<meld::sim<meld::async>>();                         \
-  }
-#endif
+#define MELD_TEST_INSTANTIATE_ASYNC(NAME, TAGS, FN) \
+  MELD_TEST_BACKENDS(MELD_TEST_ONE_ASYNC, NAME, TAGS, FN)
 #define ASYNC_BACKEND_TEST_CASE(NAME, TAGS)                              \
   MELD_DEFINE_BACKEND_TEST_CASE(MELD_TEST_INSTANTIATE_ASYNC, NAME, TAGS, \
                                 MELD_TEST_CAT(meld_backend_test_, __COUNTER__))
@@ -113,27 +135,8 @@
 // operation) whose asynchronous instantiations would run the same kernels through a queue, at
 // twice the compile time. (cpu<sync> [cpu] and sim<sync> [sim]; cuda<sync> in the CUDA build;
 // none in the ThreadSanitizer build, which runs the asynchronous ones.)
-#if defined(MELD_TEST_CUDA)
 #define MELD_TEST_INSTANTIATE_SYNC(NAME, TAGS, FN) \
-  TEST_CASE(NAME " (cuda<sync>)", TAGS "[cuda]") { \
-    FN<meld::cuda<meld::sync>>();                  \
-  }
-#elif defined(MELD_TEST_ASYNC_ONLY)
-#define MELD_TEST_INSTANTIATE_SYNC(NAME, TAGS, FN)
-#elif defined(MELD_TEST_CPU_SYNC_ONLY)
-#define MELD_TEST_INSTANTIATE_SYNC(NAME, TAGS, FN) \
-  TEST_CASE(NAME " (cpu<sync>)", TAGS "[cpu]") {   \
-    FN<meld::cpu<meld::sync>>();                   \
-  }
-#else
-#define MELD_TEST_INSTANTIATE_SYNC(NAME, TAGS, FN) \
-  TEST_CASE(NAME " (cpu<sync>)", TAGS "[cpu]") {   \
-    FN<meld::cpu<meld::sync>>();                   \
-  }                                                \
-  TEST_CASE(NAME " (sim<sync>)", TAGS "[sim]") {   \
-    FN<meld::sim<meld::sync>>();                   \
-  }
-#endif
+  MELD_TEST_BACKENDS(MELD_TEST_ONE_SYNC, NAME, TAGS, FN)
 #define SYNC_BACKEND_TEST_CASE(NAME, TAGS)                              \
   MELD_DEFINE_BACKEND_TEST_CASE(MELD_TEST_INSTANTIATE_SYNC, NAME, TAGS, \
                                 MELD_TEST_CAT(meld_backend_test_, __COUNTER__))
