@@ -15,10 +15,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 
 #include "../../core/trace.hpp"
-
-#define MELD_NVTX 1
 
 namespace meld::detail::cuda_nvtx {
 
