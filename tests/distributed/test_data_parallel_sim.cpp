@@ -9,6 +9,7 @@
 
 #include <meld/distributed/data_parallel.hpp>
 #include <meld/distributed/thread_comm.hpp>
+#include <meld/meld.hpp>  // meld::sim
 #include <meld/nn/nn.hpp>
 
 #include "catch.hpp"

@@ -1,9 +1,6 @@
 // Everything for training: layers, the sequential container, losses, initialization,
-// optimizers and checkpoints, with all of meld (<meld/meld.hpp>: every backend the layers may run
-// on; the layers themselves reach a backend only through its contract).
+// optimizers and checkpoints.
 #pragma once
-
-#include "../meld.hpp"
 
 #include "activations.hpp"
 #include "batch_norm.hpp"
