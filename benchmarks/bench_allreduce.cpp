@@ -17,7 +17,7 @@
 #include <vector>
 
 #include <meld/distributed/thread_comm.hpp>
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
 #include <meld/distributed/mpi_comm.hpp>
 #endif
 
@@ -125,7 +125,7 @@ void run_threads(const settings& s, const std::vector<int>& rank_counts) {
   }
 }
 
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
 void run_mpi(const settings& s) {
   meld::mpi_comm ring(MPI_COMM_WORLD);
   meld::mpi_comm_options native_options;
@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
     run_threads(s, ranks);
     return 0;
   }
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
   meld::mpi_session mpi(argc, argv);
   meld::set_num_threads(1);
   run_mpi(s);

@@ -17,7 +17,7 @@
 
 #include <meld/distributed/data_parallel.hpp>
 #include <meld/distributed/thread_comm.hpp>
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
 #include <meld/distributed/mpi_comm.hpp>
 #endif
 
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
   meld::mpi_session mpi(argc, argv);
   meld::mpi_comm comm;
   if (comm.rank() == 0)

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     first = train(dp, model, 1);
     last = train(dp, model, 200);
   } else if (backend == "mpi") {
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
     meld::mpi_session mpi(argc, argv);
     meld::mpi_comm comm;                  // MPI_COMM_WORLD: one rank per process
     meld::data_parallel dp(model, comm);  // broadcasts rank 0's parameters

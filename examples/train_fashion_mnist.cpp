@@ -57,10 +57,10 @@
 
 #include <meld/distributed.hpp>
 #include <meld/distributed/ps_mode.hpp>
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
 #include <meld/distributed/param_server.hpp>
 #endif
-#if defined(MELD_WITH_NCCL)
+#if defined(MELD_ENABLE_NCCL)
 #include <meld/distributed/nccl_comm.hpp>
 #endif
 #include <meld/meld.hpp>
@@ -106,7 +106,7 @@ decltype(auto) on_backend(const tensor<T>& host) {
 // (cpu, sim); a CUDA build moves gradients with NCCL, or stages them through host copies with
 // --backend threads or mpi (workers sharing a GPU, clusters without NCCL).
 constexpr bool host_comms = meld::detail::distributed::host_reachable<backend>;
-#if defined(MELD_WITH_NCCL)
+#if defined(MELD_ENABLE_NCCL)
 constexpr bool with_nccl = true;
 #else
 constexpr bool with_nccl = false;
@@ -446,7 +446,7 @@ auto make_model(const Make& make, const options& o) {
   return model;
 }
 
-#if defined(MELD_WITH_NCCL)
+#if defined(MELD_ENABLE_NCCL)
 // A CUDA build: one NCCL rank per GPU, each training its own replica in process mode (the
 // data-parallel step keeps each rank's shard of the global batch): K threads of this process
 // over K GPUs, or under mpirun one process per GPU (the NCCL id travels over MPI). Host numbers
@@ -462,7 +462,7 @@ int run_nccl(const Make& make, const options& o, const fashion_mnist::dataset& t
     meld::data_parallel dp(model, comm, dp_options(o));
     return with_optimizer(dp, model, o, train_set, test_set, sum, leader);
   };
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
   if (under_mpi) {
     meld::mpi_comm host;
     meld::nccl_comm comm(host, host.rank() % gpus);  // ranks of one machine share its GPUs
@@ -499,7 +499,7 @@ int run_nccl(const Make& make, const options& o, const fashion_mnist::dataset& t
 }
 #endif
 
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
 // Parameter-server training: what train() calls a data-parallel step and an optimizer. A worker's
 // step computes the mean gradient of its shard of the global batch (data_parallel over this
 // process alone), then pushes each parameter's gradient and pulls the parameter back, every key
@@ -610,19 +610,19 @@ template <class Make>
 int run(const Make& make, const options& o, const fashion_mnist::dataset& train_set,
         const fashion_mnist::dataset& test_set, bool under_mpi) {
   if (o.backend == "nccl") {
-#if defined(MELD_WITH_NCCL)
+#if defined(MELD_ENABLE_NCCL)
     if constexpr (!host_comms) return run_nccl(make, o, train_set, test_set, under_mpi);
 #endif
     throw std::runtime_error(std::string("--backend nccl: the ") + backend_name +
                              " build has no NCCL (configure with -DMELD_ENABLE_NCCL=ON)");
   } else {
     (void)under_mpi;
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
     if (o.ps_servers > 0) return run_ps(make, o, train_set, test_set);
 #endif
     auto model = make_model(make, o);
     if (o.backend == "mpi") {
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
       meld::mpi_comm comm;  // MPI_COMM_WORLD: one worker per process
       // Checks the shapes and broadcasts rank 0's parameters.
       meld::data_parallel dp(model, comm, dp_options(o));
@@ -653,7 +653,7 @@ int main(int argc, char** argv) {
   defaults.bucket_bytes = meld::data_parallel_options{}.bucket_bytes;
   const options o =
       train_cli::parse(argc, argv, std::move(defaults), {backend_name, policy_name, host_comms});
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
   // Outside the try block: an error is printed before MPI ends (after a failed collective,
   // finalizing can crash, and the message would be lost).
   // --backend mpi, or nccl under mpirun (Open MPI's or a PMI launcher's variables say so).
@@ -662,7 +662,7 @@ int main(int argc, char** argv) {
   if (o.backend == "mpi" || (o.backend == "nccl" && launched_by_mpirun)) mpi.emplace(argc, argv);
 #endif
   try {
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
     int processes = 1, rank = 0;
     if (mpi) {
       MPI_Comm_size(MPI_COMM_WORLD, &processes);
@@ -718,7 +718,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::fprintf(stderr, "train_fashion_mnist: error: %s\n", e.what());
     std::fflush(stderr);
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
     // Reported: now end every process (a peer may be waiting for this one).
     if (mpi) mpi->abort(1);
 #endif

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include <meld/core.hpp>
+#include <meld/essentials.hpp>
 
 int main(int argc, char** argv) {
   const long n = argc > 1 ? std::atol(argv[1]) : 1000;

@@ -1,5 +1,5 @@
 // meld's distributed training: communicators (thread_comm always; mpi_comm and nccl_comm when
-// the build enables them: MELD_WITH_MPI / MELD_WITH_NCCL, set by the meld::mpi / meld::nccl
+// the build enables them: MELD_ENABLE_MPI / MELD_ENABLE_NCCL, set by the meld::mpi / meld::nccl
 // CMake targets), data_parallel, kv_store, param_server (with MPI). Includes meld.hpp.
 #pragma once
 
@@ -12,10 +12,10 @@
 #include "distributed/kv_store.hpp"
 #include "distributed/ps_mode.hpp"
 #include "distributed/thread_comm.hpp"
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
 #include "distributed/mpi_comm.hpp"
 #include "distributed/param_server.hpp"
 #endif
-#if defined(MELD_WITH_NCCL)
+#if defined(MELD_ENABLE_NCCL)
 #include "distributed/nccl_comm.hpp"
 #endif

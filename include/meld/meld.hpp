@@ -2,7 +2,7 @@
 // Including this header gives everything that is enabled in this build.
 #pragma once
 
-#include "core.hpp"  // tensors, expressions, the synchronous CPU backend
+#include "essentials.hpp"  // tensors, expressions, the synchronous CPU backend
 
 #include "backend/configuration.hpp"  // build_info, print_configuration
 #include "backend/cpu/async.hpp"

@@ -3,7 +3,7 @@
 // follow (backend/cpu/isa_warning.hpp). isa_warning.cmake runs it and counts the warnings; the
 // first line of its output says whether one is due (this CPU runs instruction sets that the
 // program was not compiled for).
-#include <meld/core.hpp>
+#include <meld/essentials.hpp>
 
 #include <cstdio>
 

@@ -262,12 +262,12 @@ TEST_CASE("build_info: backends, optional parts and environment", "[core][config
 #else
   CHECK_FALSE(c.cuda);
 #endif
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
   CHECK(c.mpi);
 #else
   CHECK_FALSE(c.mpi);
 #endif
-#if defined(MELD_WITH_NCCL)
+#if defined(MELD_ENABLE_NCCL)
   CHECK(c.nccl);
 #else
   CHECK_FALSE(c.nccl);

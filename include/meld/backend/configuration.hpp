@@ -79,8 +79,8 @@ struct configuration {
   bool cuda = false;                  ///< the build enables the CUDA backend (MELD_ENABLE_CUDA)
   bool cuda_emulated = false;  ///< ... on the emulated device of meld's tests (MELD_CUDA_EMU)
   int cuda_devices = -1;       ///< CUDA devices at run time; -1 where the unit lacks the backend
-  bool mpi = false;            ///< MPI communicator compiled in (MELD_WITH_MPI)
-  bool nccl = false;           ///< NCCL communicator compiled in (MELD_WITH_NCCL)
+  bool mpi = false;            ///< MPI communicator compiled in (MELD_ENABLE_MPI)
+  bool nccl = false;           ///< NCCL communicator compiled in (MELD_ENABLE_NCCL)
   bool blas = false;     ///< float/double matrix products go to a system BLAS (MELD_ENABLE_BLAS)
   bool tracing = false;  ///< the trace recorder records (MELD_TRACE, trace::start)
   bool nvtx = false;     ///< meld's ranges go to an attached NVTX tool (trace::nvtx())
@@ -226,10 +226,10 @@ static inline configuration build_info() {
   c.backends.emplace_back("cuda");
   c.cuda_devices = cuda_device_count();
 #endif
-#if defined(MELD_WITH_MPI)
+#if defined(MELD_ENABLE_MPI)
   c.mpi = true;
 #endif
-#if defined(MELD_WITH_NCCL)
+#if defined(MELD_ENABLE_NCCL)
   c.nccl = true;
 #endif
 #if defined(MELD_ENABLE_BLAS) && MELD_ENABLE_BLAS

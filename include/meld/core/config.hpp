@@ -19,6 +19,16 @@
 #define MELD_CUDA_BACKEND 1
 #endif
 
+// MELD_WITH_MPI and MELD_WITH_NCCL are the former names of MELD_ENABLE_MPI and MELD_ENABLE_NCCL
+// (every build switch is MELD_ENABLE_*): a build that still defines them by hand gets the
+// communicators for one more release.
+#if defined(MELD_WITH_MPI) && !defined(MELD_ENABLE_MPI)
+#define MELD_ENABLE_MPI 1
+#endif
+#if defined(MELD_WITH_NCCL) && !defined(MELD_ENABLE_NCCL)
+#define MELD_ENABLE_NCCL 1
+#endif
+
 #if defined(_MSC_VER)
 #define MELD_INLINE __forceinline
 #define MELD_NOINLINE __declspec(noinline)

@@ -3,7 +3,7 @@
 // elements follow in nested brackets, aligned to one width, wrapped at a line width, and
 // summarized with "..." when there are many. Device tensors are copied to the host once.
 //
-// Kept out of <meld/core.hpp> (tensor.hpp does not include it): <meld/meld.hpp> includes it.
+// Kept out of <meld/essentials.hpp> (tensor.hpp does not include it): <meld/meld.hpp> includes it.
 #pragma once
 
 #include <algorithm>

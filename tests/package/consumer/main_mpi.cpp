@@ -1,11 +1,11 @@
-// Built against meld::mpi: MPI's headers and MELD_WITH_MPI come with the target.
+// Built against meld::mpi: MPI's headers and MELD_ENABLE_MPI come with the target.
 #include <mpi.h>
 
 #include <cstdio>
 #include <meld/version.hpp>
 
-#ifndef MELD_WITH_MPI
-#error "meld::mpi did not define MELD_WITH_MPI"
+#ifndef MELD_ENABLE_MPI
+#error "meld::mpi did not define MELD_ENABLE_MPI"
 #endif
 
 int main() {

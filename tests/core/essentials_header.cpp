@@ -1,9 +1,9 @@
-// <meld/core.hpp> alone is enough for tensors, expressions, reductions, products and random draws
+// <meld/essentials.hpp> alone is enough for tensors, expressions, reductions, products and random draws
 // on the CPU (synchronous): it is a documented entry point, so its includes must not rely on what
 // <meld/meld.hpp> brings in besides.
-#include <meld/core.hpp>
+#include <meld/essentials.hpp>
 
-float core_header_program() {
+float essentials_header_program() {
   meld::tensor<float> x = meld::uniform<float>({64}, -1.f, 1.f, 1), z = meld::ones<float>({64});
   meld::tensor<float> y = 1.5f * x + -0.75f * z + x * z;
   meld::tensor<float> a = meld::ones<float>({4, 4});
