@@ -14,6 +14,7 @@
 #include <meld/nn/nn.hpp>
 
 #include "catch.hpp"
+#include "dp_suite.hpp"
 #include "toy_models.hpp"
 #include "worker_assertions.hpp"
 
@@ -161,6 +162,21 @@ TEST_CASE("data_parallel trains nn::sequential, its buckets starting inside back
   // sequential reports each layer's gradients when its backward is done: every bucket's
   // allreduce starts before backward returns.
   REQUIRE(dp.last_timing().buckets_during_backward == dp.last_timing().buckets);
+}
+
+TEST_CASE("dp_suite on the CPU: threads mode and thread_comm ranks equal one worker", "[dist]") {
+  dp_suite::one_cpu_worker();  // computed before the ranks' threads start
+  for (int k : {1, 2, 3}) {
+    INFO(k << " workers");
+    dp_suite::require_matches_one_worker(
+        dp_suite::threads_mode<meld::cpu<>>(k, {.bucket_bytes = 512}, comm_opts()));
+    std::vector<dp_suite::run_result> results(static_cast<std::size_t>(k));
+    meld::thread_group group(k, comm_opts());
+    group.run([&](meld::thread_comm& comm) {
+      results[static_cast<std::size_t>(comm.rank())] = dp_suite::rank_mode<meld::cpu<>>(comm);
+    });
+    for (const auto& r : results) dp_suite::require_matches_one_worker(r);
+  }
 }
 
 TEST_CASE("bucket layout: reverse order, the cap, oversized parameters alone", "[dist]") {

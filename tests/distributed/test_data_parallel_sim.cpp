@@ -13,48 +13,16 @@
 #include <meld/nn/nn.hpp>
 
 #include "catch.hpp"
+#include "dp_suite.hpp"
 
 namespace {
 
 namespace nn = meld::nn;
 using meld::index_t;
 
-template <class B>
-auto make_net() {
-  auto net =
-      nn::sequential(nn::linear<float, B>(6, 12), nn::relu<float, B>(), nn::linear<float, B>(12, 8),
-                     nn::tanh<float, B>(), nn::linear<float, B>(8, 4));
-  nn::initialize(net, nn::kaiming_uniform{}, 3);
-  return net;
-}
-
-// Every parameter of a model, on the host.
-template <class M>
-std::vector<meld::tensor<float>> host_parameters(M& m) {
-  std::vector<meld::tensor<float>> out;
-  m.visit_parameters(
-      [&](std::string_view, auto& p, auto&) { out.push_back(meld::to<meld::cpu<>>(p)); });
-  return out;
-}
-
-void require_close(const std::vector<meld::tensor<float>>& got,
-                   const std::vector<meld::tensor<float>>& want, double tol) {
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    REQUIRE(got[i].shape() == want[i].shape());
-    for (index_t e = 0; e < want[i].size(); ++e)
-      REQUIRE(got[i].data()[e] == Approx(want[i].data()[e]).margin(tol));
-  }
-}
-
-struct batch {
-  meld::tensor<float> x;
-  meld::tensor<std::int64_t> y;
-};
-batch make_batch(index_t n, std::uint64_t seed) {
-  return {meld::uniform<float>({n, 6}, -1.f, 1.f, seed),
-          meld::rng(seed + 1).integers<std::int64_t>({n}, 0, 4)};
-}
+using dp_suite::batch;
+using dp_suite::host_parameters;
+using dp_suite::make_net;
 
 meld::comm_options comm_opts() {
   meld::comm_options o;
@@ -63,23 +31,10 @@ meld::comm_options comm_opts() {
   return o;
 }
 
+// dp_suite's contract on two sim devices, with what is sim's to check: replica 1 lives on device 1,
+// every bucket's allreduce starts while backward runs, and replica 1 takes rank 0's parameters.
 template <class B>
 void two_sim_devices_match_one_cpu_worker() {
-  constexpr int steps = 5;
-  // The reference: one CPU worker on the full batches.
-  auto ref = make_net<meld::cpu<>>();
-  meld::optim::sgd ref_opt(ref, {.lr = 0.2, .momentum = 0.9});
-  std::vector<double> ref_losses;
-  for (int s = 0; s < steps; ++s) {
-    const batch b = make_batch(29, 100 + static_cast<std::uint64_t>(s));
-    ref.zero_grad();
-    meld::tensor<float> g;
-    ref_losses.push_back(nn::cross_entropy(ref.forward(b.x), b.y, g));
-    ref.backward(g);
-    ref_opt.step();
-  }
-
-  // Two workers on sim devices 0 and 1, the batch on device 0.
   auto model = make_net<B>();
   meld::thread_group group(2, comm_opts());
   meld::data_parallel dp(model, group, {.bucket_bytes = 256});
@@ -88,20 +43,20 @@ void two_sim_devices_match_one_cpu_worker() {
   dp.replica(1).visit_parameters(
       [&](std::string_view, auto& p, auto&) { on_device_1 = on_device_1 && p.device() == 1; });
   REQUIRE(on_device_1);
-  meld::optim::sgd opt(model, {.lr = 0.2, .momentum = 0.9});
-  for (int s = 0; s < steps; ++s) {
-    const batch b = make_batch(29, 100 + static_cast<std::uint64_t>(s));  // shards of 14 and 15
-    const meld::tensor<float, B> x = meld::to<B>(b.x);
-    const meld::tensor<std::int64_t, B> y = meld::to<B>(b.y);
-    const double loss = dp.step(x, y, nn::cross_entropy);
-    REQUIRE(loss == Approx(ref_losses[static_cast<std::size_t>(s)]).epsilon(1e-5));
-    // Every bucket's allreduce started while backward was running.
+  meld::optim::sgd opt(model, dp_suite::sgd_options());
+  dp_suite::run_result got;
+  for (int s = 0; s < dp_suite::steps; ++s) {
+    const batch b = dp_suite::make_batch(s);  // shards of 14 and 15 rows
+    const double loss = dp.step(meld::to<B>(b.x), meld::to<B>(b.y), nn::cross_entropy);
     REQUIRE(dp.last_timing().buckets_during_backward == dp.last_timing().buckets);
     opt.step();
+    got.losses.push_back(loss);
   }
-  require_close(host_parameters(model), host_parameters(ref), 2e-5);
+  got.parameters = host_parameters(model);
+  dp_suite::require_matches_one_worker(got);
   // The replica on device 1 took rank 0's parameters at the start of the last step.
-  dp.step(meld::to<B>(make_batch(4, 1).x), meld::to<B>(make_batch(4, 1).y), nn::cross_entropy);
+  const batch b = dp_suite::make_batch(0, 4);
+  dp.step(meld::to<B>(b.x), meld::to<B>(b.y), nn::cross_entropy);
   const auto p0 = host_parameters(model), p1 = host_parameters(dp.replica(1));
   for (std::size_t i = 0; i < p0.size(); ++i)
     REQUIRE(std::equal(p0[i].begin(), p0[i].end(), p1[i].begin(), p1[i].end()));
@@ -116,7 +71,7 @@ void a_step_reads_nothing_back_but_the_logged_loss() {
   std::vector<meld::tensor<float, B>> xs;
   std::vector<meld::tensor<std::int64_t, B>> ys;
   for (int s = 0; s < 4; ++s) {
-    const batch b = make_batch(32, 7 + static_cast<std::uint64_t>(s));
+    const batch b = dp_suite::make_batch(s, 32);
     xs.push_back(meld::to<B>(b.x));
     ys.push_back(meld::to<B>(b.y));
   }
@@ -147,10 +102,10 @@ void bad_class_indices_surface_when_the_loss_is_read() {
   auto model = make_net<B>();
   meld::thread_group group(2, comm_opts());
   meld::data_parallel dp(model, group);
-  batch b = make_batch(10, 3);
-  b.y(7) = 4;  // 4 classes: 0..3
+  batch b = dp_suite::make_batch(3, 10);
+  b.y(7) = 5;  // 5 classes: 0..4
   const auto loss = dp.step(meld::to<B>(b.x), meld::to<B>(b.y), nn::cross_entropy);
-  REQUIRE_THROWS_WITH(loss.get(), Catch::Matchers::Contains("1 class indices were outside [0, 4)"));
+  REQUIRE_THROWS_WITH(loss.get(), Catch::Matchers::Contains("1 class indices were outside [0, 5)"));
 }
 
 // Collectives on tensors a host communicator cannot reach in place (CUDA tensors through

@@ -15,6 +15,7 @@
 #include <meld/distributed/mpi_comm.hpp>
 
 #include "catch.hpp"
+#include "dp_suite.hpp"
 #include "toy_models.hpp"
 
 namespace {
@@ -197,6 +198,12 @@ TEST_CASE("data_parallel across processes: full-batch gradient, identical replic
   for (const auto& t : toy::parameters(model))
     REQUIRE(same_everywhere(std::vector<float>(t.begin(), t.end())));
   (void)P;
+}
+
+TEST_CASE("dp_suite across processes: every rank equals one CPU worker", "[mpi]") {
+  meld::mpi_comm comm(MPI_COMM_WORLD, opts());
+  dp_suite::require_matches_one_worker(
+      dp_suite::rank_mode<meld::cpu<>>(comm, {.bucket_bytes = 512}));
 }
 
 TEST_CASE("mpi_comm debug mode: mismatched collectives throw on every rank", "[mpi]") {
