@@ -1,6 +1,6 @@
-// <meld/essentials.hpp> alone is enough for tensors, expressions, reductions, products and random draws
-// on the CPU (synchronous): it is a documented entry point, so its includes must not rely on what
-// <meld/meld.hpp> brings in besides.
+// <meld/essentials.hpp> alone is enough for tensors, expressions, reductions, products and
+// random draws on the CPU (synchronous): it is a documented entry point, so its includes must not
+// rely on what <meld/meld.hpp> brings in besides.
 #include <meld/essentials.hpp>
 
 float essentials_header_program() {

@@ -107,13 +107,9 @@ inline void require_matches_one_worker(const run_result& got) {
   }
 }
 
-// Threads mode: one data_parallel drives a thread_group's k replicas (replica r on device r of B,
-// modulo the device count). Run on the calling thread.
-template <class B>
-run_result threads_mode(int k, meld::data_parallel_options options, meld::comm_options comm = {}) {
-  auto model = make_net<B>();
-  meld::thread_group group(k, comm);
-  meld::data_parallel dp(model, group, options);
+// The suite's SGD steps through data_parallel `dp` over `model` (rank 0's in threads mode).
+template <class B, class DP, class M>
+run_result train(DP& dp, M& model) {
   meld::optim::sgd opt(model, sgd_options());
   run_result out;
   for (int s = 0; s < steps; ++s) {
@@ -124,6 +120,16 @@ run_result threads_mode(int k, meld::data_parallel_options options, meld::comm_o
   }
   out.parameters = host_parameters(model);
   return out;
+}
+
+// Threads mode: one data_parallel drives a thread_group's k replicas (replica r on device r of B,
+// modulo the device count). Run on the calling thread.
+template <class B>
+run_result threads_mode(int k, meld::data_parallel_options options, meld::comm_options comm = {}) {
+  auto model = make_net<B>();
+  meld::thread_group group(k, comm);
+  meld::data_parallel dp(model, group, options);
+  return train<B>(dp, model);
 }
 
 // Rank mode: this rank's part, with its own model and data_parallel over its communicator
@@ -137,16 +143,7 @@ run_result rank_mode(Comm& comm, meld::data_parallel_options options = {}) {
     meld::nn::initialize(model, meld::nn::kaiming_uniform{},
                          100 + static_cast<std::uint64_t>(comm.rank()));
   meld::data_parallel dp(model, comm, options);
-  meld::optim::sgd opt(model, sgd_options());
-  run_result out;
-  for (int s = 0; s < steps; ++s) {
-    const batch b = make_batch(s);
-    const double loss = dp.step(meld::to<B>(b.x), meld::to<B>(b.y), meld::nn::cross_entropy);
-    opt.step();
-    out.losses.push_back(loss);
-  }
-  out.parameters = host_parameters(model);
-  return out;
+  return train<B>(dp, model);
 }
 
 }  // namespace dp_suite
