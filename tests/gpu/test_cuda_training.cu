@@ -61,7 +61,7 @@ dp_suite::run_result train_alone(M& model) {
 
 TEST_CASE("a model on cuda<async> trains like the CPU", "[cuda][nn]") {
   auto model = dp_suite::make_net<gpu>();
-  dp_suite::require_matches_one_worker(train_alone(model));
+  dp_suite::require_matches_one_worker(train_alone(model), dp_suite::cuda_tolerance);
 }
 
 TEST_CASE("a forward-only model (autograd) on cuda<async> trains like nn's layers on the CPU",
@@ -69,7 +69,7 @@ TEST_CASE("a forward-only model (autograd) on cuda<async> trains like nn's layer
   meld::autograd::module model{autograd_net<gpu>{}};
   nn::initialize(model, nn::kaiming_uniform{}, 7);
   model.requires_input_grad(false);
-  dp_suite::require_matches_one_worker(train_alone(model));
+  dp_suite::require_matches_one_worker(train_alone(model), dp_suite::cuda_tolerance);
 }
 
 TEST_CASE("data_parallel over nccl_comm equals one CPU worker", "[cuda][dist]") {
@@ -92,7 +92,8 @@ TEST_CASE("data_parallel over nccl_comm equals one CPU worker", "[cuda][dist]") 
     for (auto& t : threads) t.join();
     for (int r = 0; r < ranks; ++r) {
       INFO("rank " << r);
-      dp_suite::require_matches_one_worker(results[static_cast<std::size_t>(r)]);
+      dp_suite::require_matches_one_worker(results[static_cast<std::size_t>(r)],
+                                           dp_suite::cuda_tolerance);
     }
   }
 }
@@ -102,5 +103,6 @@ TEST_CASE("data_parallel over thread_comm: two workers sharing one GPU equal one
   // thread_comm moves host memory: the gradient buckets, the loss and the counts of CUDA tensors
   // are staged through host copies (collectives.hpp), and both replicas live on GPU 0 when there
   // is one GPU (replica r on device r modulo the count).
-  dp_suite::require_matches_one_worker(dp_suite::threads_mode<gpu>(2, {.bucket_bytes = 1024}));
+  dp_suite::require_matches_one_worker(dp_suite::threads_mode<gpu>(2, {.bucket_bytes = 1024}),
+                                       dp_suite::cuda_tolerance);
 }
