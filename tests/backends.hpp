@@ -9,8 +9,11 @@
 //
 // Inside, B is the backend. Each case is registered once per backend of the build, with the
 // backend's name appended and tags saying which it is:
-//   default build:              cpu<sync> [cpu], cpu<async> [cpu][async], sim<sync> [sim],
-//                               sim<async> [sim][async]
+//   default build:              cpu<sync> [cpu], cpu<async> [cpu][async], sim<async> [sim][async]
+//                               (SYNC_BACKEND_TEST_CASE: cpu<sync>, sim<sync> [sim]); one
+//                               instantiation on the simulated device per case, since sim<async>
+//                               keeps to device memory as sim<sync> does and the AddressSanitizer
+//                               build compiles sim<sync> for every case
 //   MELD_TEST_CUDA (the .cu files of tests/gpu compile the same suites with nvcc):
 //                               cuda<sync> [cuda], cuda<async> [cuda][async]
 //   MELD_TEST_ASYNC_ONLY (the ThreadSanitizer build, which runs only these):
@@ -79,13 +82,16 @@
 #else
 #define MELD_TEST_ALL_cpu_sync 1
 #define MELD_TEST_ALL_cpu_async 1
-#define MELD_TEST_ALL_sim_sync 1
+#define MELD_TEST_ALL_sim_sync 0
 #define MELD_TEST_ALL_sim_async 1
+#define MELD_TEST_SYNC_sim_sync 1
 #endif
 #endif
 // The synchronous ones among them.
 #define MELD_TEST_SYNC_cpu_sync MELD_TEST_ALL_cpu_sync
+#if !defined(MELD_TEST_SYNC_sim_sync)
 #define MELD_TEST_SYNC_sim_sync MELD_TEST_ALL_sim_sync
+#endif
 #define MELD_TEST_SYNC_cuda_sync MELD_TEST_ALL_cuda_sync
 #define MELD_TEST_SYNC_cpu_async 0
 #define MELD_TEST_SYNC_sim_async 0
