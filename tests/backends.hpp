@@ -10,18 +10,23 @@
 // Inside, B is the backend. Each case is registered once per backend of the build, with the
 // backend's name appended and tags saying which it is:
 //   default build:              cpu<sync> [cpu], cpu<async> [cpu][async], sim<async> [sim][async]
-//                               (SYNC_BACKEND_TEST_CASE: cpu<sync>, sim<sync> [sim]); one
+//                               (SYNC_BACKEND_TEST_CASE: cpu<sync>, sim<sync> [sim]): one
 //                               instantiation on the simulated device per case, since sim<async>
-//                               keeps to device memory as sim<sync> does and the AddressSanitizer
-//                               build compiles sim<sync> for every case
+//                               keeps to device memory as sim<sync> does, and orders streams too
 //   MELD_TEST_CUDA (the .cu files of tests/gpu compile the same suites with nvcc):
 //                               cuda<sync> [cuda], cuda<async> [cuda][async]
+//                               (with MELD_TEST_ASYNC_ONLY, cuda<async> alone: the emulated
+//                               device's runs and CI's compile check with nvcc, where cuda<sync>,
+//                               which adds a stream synchronization to each operation, is
+//                               tests/gpu/test_cuda.cu's backend)
 //   MELD_TEST_ASYNC_ONLY (the ThreadSanitizer build, which runs only these):
 //                               cpu<async> [cpu][async], sim<async> [sim][async]
-//   MELD_TEST_CPU_SYNC_ONLY (a suite built again with other settings, e.g. test_matmul_blas):
+//   MELD_TEST_CPU_SYNC_ONLY (the AddressSanitizer build, whose memory checks the simulated
+//                            device's own address space escapes; a suite built again with other
+//                            settings, e.g. test_matmul_blas):
 //                               cpu<sync> [cpu]
-//   MELD_TEST_SYNC_ONLY (the AddressSanitizer build: the kernels and the memory are those of the
-//                        synchronous instantiations; the async suites below keep theirs):
+//   MELD_TEST_SYNC_ONLY (the AddressSanitizer build of programs that are not generic suites,
+//                        e.g. test_data_parallel_sim):
 //                               cpu<sync> [cpu], sim<sync> [sim]
 // CTest runs every suite once per backend family (tests/CMakeLists.txt: the host backends with
 // the suite's other tests, then [sim] with label sim, or [cuda] with label gpu), and the
@@ -53,7 +58,11 @@
 #define MELD_TEST_ALL_cpu_async 0
 #define MELD_TEST_ALL_sim_sync 0
 #define MELD_TEST_ALL_sim_async 0
+#if defined(MELD_TEST_ASYNC_ONLY)
+#define MELD_TEST_ALL_cuda_sync 0
+#else
 #define MELD_TEST_ALL_cuda_sync 1
+#endif
 #define MELD_TEST_ALL_cuda_async 1
 #define MELD_TEST_ASYNC_cpu_async 0
 #define MELD_TEST_ASYNC_sim_async 0

@@ -3,7 +3,8 @@
 // indexing, scans, sorts), against the CPU's results, and var's one-pass kernels against two
 // passes in double. Everything else the backends share runs in
 // the backend-generic suites compiled for cuda<sync> and cuda<async> (test_cuda_core,
-// test_cuda_elementwise, test_cuda_reduce, test_cuda_exec). Compiled always; runs where a GPU is
+// test_cuda_elementwise, test_cuda_reduce, test_cuda_exec; cuda<async> alone on the emulated device
+// and in CI's compile check, so this file is cuda<sync>'s). Compiled always; runs where a GPU is
 // present (else: skipped).
 #include <algorithm>
 #include <cmath>
@@ -145,6 +146,27 @@ TEST_CASE("transfers round-trip and errors are clear", "[gpu]") {
   INFO(msg);
   REQUIRE(msg.find("cannot allocate") != std::string::npos);
   REQUIRE(msg.find("free of") != std::string::npos);
+}
+
+// cuda<sync>: each operation synchronizes its stream, and a reduction to a scalar returns the value
+// (the generic suites run cuda<async> on the emulated device and in CI's compile check).
+TEST_CASE("cuda<sync> assigns, and reduces to scalar values", "[gpu]") {
+  const auto hx = test::random_tensor<float>({3, 1000}, 21, -2, 2);
+  const auto x = meld::to<gpu>(hx);
+  tensor<float, gpu> y = 2.f * x + meld::exp(x);
+  const tensor<float> hy = host(y);
+  double sum = 0, mx = -1e30, mn = 1e30;
+  for (index_t i = 0; i < hx.size(); ++i) {
+    const double v = 2.0 * hx.data()[i] + std::exp(double(hx.data()[i]));
+    REQUIRE(hy.data()[i] == Approx(v).epsilon(1e-5).margin(1e-6));
+    sum += v, mx = std::max(mx, v), mn = std::min(mn, v);
+  }
+  const float s = meld::sum(y), m = meld::mean(y), hi = meld::max(y), lo = meld::min(y);
+  REQUIRE(s == Approx(sum).epsilon(1e-5));
+  REQUIRE(m == Approx(sum / double(hx.size())).epsilon(1e-5));
+  REQUIRE(hi == Approx(mx).epsilon(1e-6));
+  REQUIRE(lo == Approx(mn).epsilon(1e-6));
+  REQUIRE_THROWS_AS(meld::max(tensor<float, gpu>({0})), meld::shape_error);
 }
 
 // Indexing, scans and sorts run through the CUDA executor's host_kernel (operands copied to the
