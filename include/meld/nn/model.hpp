@@ -70,6 +70,19 @@ concept model =
   { cm.replica() } -> std::same_as<M>;
 };
 
+/// What an optimizer updates: a set of parameters with gradients, which every model is. It has
+/// `value_type`, `backend_type`, `visit_parameters(f)` and `zero_grad()` as nn::model describes
+/// them; data_parallel's parameter shards (meld::parameter_shard) are parameter sets and not
+/// models.
+template <class M>
+concept parameter_set = requires(
+    M& m, parameter_visitor_archetype<typename M::value_type, typename M::backend_type> pv) {
+  typename M::value_type;
+  typename M::backend_type;
+  m.visit_parameters(pv);
+  m.zero_grad();
+};
+
 /// A loss, as data_parallel::step and training loops call it: `loss(outputs, targets, grad)`
 /// returns the mean loss over the batch (a number, or an nn::loss_value that converts to one)
 /// and writes the gradient of that mean w.r.t. the outputs into grad, resized to the outputs'

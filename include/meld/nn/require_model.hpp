@@ -75,6 +75,16 @@ consteval bool require_model() {
   }
 }
 
+/// True when M is an nn::parameter_set (what optimizers update); otherwise fails to compile
+/// with require_model's messages, naming what a model would need.
+template <class M>
+consteval bool require_parameter_set() {
+  if constexpr (parameter_set<M>)
+    return true;
+  else
+    return require_model<M>();
+}
+
 /// @}
 
 }  // namespace meld::nn

@@ -36,7 +36,7 @@ struct state_visitor_archetype {
 };
 
 /// An optimizer, as training loops and checkpoints use it:
-/// - `model_type`: the model it updates (an nn::model);
+/// - `model_type`: the model it updates (an nn::model, or an nn::parameter_set);
 /// - `step()`: updates every parameter of the model from its gradient;
 /// - `zero_grad()`: sets the model's gradients to 0;
 /// - `visit_state(f)`: calls `f(name, tensor&)` for every state tensor (momentum, Adam's moments)
@@ -60,7 +60,7 @@ concept optimizer = requires(O& o) {
 /// what is wrong) and `static constexpr const char* kind` ("sgd", "adam").
 template <class Derived, class M, class Options>
 class optimizer_base {
-  static_assert(nn::require_model<M>(),
+  static_assert(nn::require_parameter_set<M>(),
                 "meld::optim: the optimizer's model is not a meld::nn::model (see the messages "
                 "above)");
 
