@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -141,17 +142,31 @@ auto& staged_target(X& x) {
 
 // The request of a collective on a staged host copy: wait() finishes the collective, then copies
 // the result back into the device tensor it was made from (none for an input). A collective that
-// fails leaves the tensor as it was.
+// fails leaves the tensor as it was. A view written back is held by value: an asynchronous
+// collective may outlive the view it was given (`comm.reduce_scatter_async(in, out.slice(...))`).
 template <class Request, class Target, class T>
 class staged_request {
+  static constexpr bool by_value = !is_tensor<std::remove_const_t<Target>>;
+
  public:
   staged_request() = default;
   staged_request(Request inner, tensor<T> host, Target* back)
-      : inner_(std::move(inner)), host_(std::move(host)), back_(back) {}
+      : inner_(std::move(inner)), host_(std::move(host)) {
+    if (!back) return;
+    if constexpr (by_value)
+      back_.emplace(*back);
+    else
+      back_ = back;
+  }
 
   void wait() {
     inner_.wait();
-    if (Target* b = std::exchange(back_, nullptr)) meld::copy(*b, host_);
+    if constexpr (by_value) {
+      if (back_) meld::copy(*back_, host_);
+      back_.reset();
+    } else {
+      if (Target* b = std::exchange(back_, nullptr)) meld::copy(*b, host_);
+    }
     host_ = tensor<T>();
   }
   bool ready() { return inner_.ready(); }
@@ -159,7 +174,7 @@ class staged_request {
  private:
   Request inner_;
   tensor<T> host_;
-  Target* back_ = nullptr;
+  std::conditional_t<by_value, std::optional<std::remove_const_t<Target>>, Target*> back_{};
 };
 
 // The elements of a tensor or view of a host-reachable backend, once the queued work that
