@@ -97,6 +97,39 @@ TEST_CASE("thread_comm allreduce matches a serial reduction for 1..8 ranks", "[d
   }
 }
 
+TEST_CASE("thread_comm allreduce and reduce_scatter sum each element in one order", "[dist]") {
+  // Chunk c of ceil(n / k) elements is summed around the ring from rank c + 1 to rank c, in
+  // float: data_parallel's sharded optimizer relies on both collectives giving the same bits.
+  for (int k = 2; k <= 5; ++k)
+    for (std::size_t n : {std::size_t(7), std::size_t(13), std::size_t(1009)}) {
+      INFO("ranks " << k << " n " << n);
+      const auto K = static_cast<std::size_t>(k);
+      const std::size_t m = (n + K - 1) / K;
+      std::vector<std::vector<float>> in, all, padded, part(static_cast<std::size_t>(k));
+      for (int r = 0; r < k; ++r) {
+        in.push_back(rank_data<float>(r, n, 11));
+        padded.push_back(in.back());
+        padded.back().resize(m * K, 0.f);
+        part[static_cast<std::size_t>(r)].resize(m);
+      }
+      all = in;
+      meld::thread_group group(k, test_options(64));
+      group.run([&](meld::thread_comm& c) {
+        const auto r = static_cast<std::size_t>(c.rank());
+        c.allreduce(all[r]);
+        c.reduce_scatter(padded[r], part[r]);
+      });
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t c = i / m;
+        float want = in[(c + 1) % K][i];
+        for (int s = 2; s <= k; ++s) want = in[(c + static_cast<std::size_t>(s)) % K][i] + want;
+        INFO("element " << i);
+        REQUIRE(std::memcmp(&all[0][i], &want, sizeof(float)) == 0);
+        REQUIRE(std::memcmp(&part[c][i - c * m], &want, sizeof(float)) == 0);
+      }
+    }
+}
+
 TEST_CASE("thread_comm allreduce with default slices on a large buffer", "[dist]") {
   // 2.5 M floats: 10 MB, many 64 KiB slices per chunk.
   const std::size_t n = 2'500'007;

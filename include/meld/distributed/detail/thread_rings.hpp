@@ -6,6 +6,7 @@
 // thread_comm.hpp for the algorithms' costs.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "../communicator.hpp"
@@ -14,7 +15,12 @@
 
 namespace meld::detail::distributed {
 
-// Reduce-scatter then allgather around the ring, on chunk r of k, slice by slice.
+// Reduce-scatter then allgather around the ring, slice by slice. The chunks and the order each
+// element is summed in are ring_reduce_scatter's over the same elements padded to a multiple of
+// k: chunk c is [c m, (c + 1) m) with m = ceil(n / k), its sum starts at rank c + 1 and completes
+// at rank c. So an allreduce and a reduce-scatter of the same data give the same bits, which
+// data_parallel's sharded optimizer relies on (its shards are bit-identical to the unsharded
+// path's gradients whatever the number of ranks).
 template <class T>
 void ring_allreduce(thread_endpoint& me, T* buf, const call_info& call, reduce_op op) {
   me.arrive(call, buf, buf, nullptr);
@@ -23,13 +29,16 @@ void ring_allreduce(thread_endpoint& me, T* buf, const call_info& call, reduce_o
   if (k == 1 || n == 0) return;
   const std::uint64_t base = seq_base(call.seq);
   const T* lbuf = static_cast<const T*>(me.matching_entry(me.left(), call).dst);
-  const index_t S = me.slices((n + k - 1) / k, sizeof(T));
+  const index_t m = (n + k - 1) / k;
+  const index_t S = me.slices(m, sizeof(T));
   const index_t steps = 2 * (k - 1);
   for (index_t g = 0; g < steps; ++g) {
+    // Reduce-scatter step g adds this rank's chunk r - 2 - g to the left neighbour's partial sum
+    // (at g = 0, its own elements); allgather step t copies chunk r - 1 - t, complete, from it.
     const bool scatter = g < k - 1;
     const index_t t = g - (k - 1);
-    const int c = scatter ? me.mod(r - 1 - static_cast<long>(g)) : me.mod(r - t);
-    const index_t lo = part_begin(n, k, c), len = part_begin(n, k, c + 1) - lo;
+    const int c = scatter ? me.mod(r - 2 - static_cast<long>(g)) : me.mod(r - 1 - t);
+    const index_t lo = std::min(n, c * m), len = std::min(n, lo + m) - lo;
     for (index_t j = 0; j < S; ++j) {
       const index_t u = g * S + j;
       if (u >= S) me.await(me.left(), base + static_cast<std::uint64_t>(u - S + 1), call);
