@@ -11,6 +11,7 @@
 #include "distributed/data_parallel.hpp"
 #include "distributed/kv_store.hpp"
 #include "distributed/ps_mode.hpp"
+#include "distributed/sharded_optimizer.hpp"
 #include "distributed/thread_comm.hpp"
 #if defined(MELD_ENABLE_MPI)
 #include "distributed/mpi_comm.hpp"

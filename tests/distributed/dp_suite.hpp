@@ -12,9 +12,11 @@
 
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <meld/distributed/data_parallel.hpp>
+#include <meld/distributed/sharded_optimizer.hpp>
 #include <meld/distributed/thread_comm.hpp>
 #include <meld/nn/nn.hpp>
 
@@ -97,9 +99,9 @@ struct tolerance {
 };
 inline constexpr tolerance cuda_tolerance{1e-4, 1e-4};
 
-// On the calling thread (Catch's assertions are not thread-safe): got equals one CPU worker's run.
-inline void require_matches_one_worker(const run_result& got, tolerance tol = {}) {
-  const run_result& want = one_cpu_worker();
+// On the calling thread (Catch's assertions are not thread-safe): got equals want to the
+// tolerance.
+inline void require_matches(const run_result& got, const run_result& want, tolerance tol = {}) {
   REQUIRE(got.losses.size() == want.losses.size());
   for (std::size_t s = 0; s < want.losses.size(); ++s) {
     INFO("step " << s);
@@ -113,6 +115,11 @@ inline void require_matches_one_worker(const run_result& got, tolerance tol = {}
       REQUIRE(got.parameters[i].data()[e] ==
               Approx(want.parameters[i].data()[e]).margin(tol.parameter));
   }
+}
+
+// On the calling thread: got equals one CPU worker's run.
+inline void require_matches_one_worker(const run_result& got, tolerance tol = {}) {
+  require_matches(got, one_cpu_worker(), tol);
 }
 
 // The suite's SGD steps through data_parallel `dp` over `model` (rank 0's in threads mode).
@@ -152,6 +159,164 @@ run_result rank_mode(Comm& comm, meld::data_parallel_options options = {}) {
                          100 + static_cast<std::uint64_t>(comm.rank()));
   meld::data_parallel dp(model, comm, options);
   return train<B>(dp, model);
+}
+
+// ---- the sharded optimizer ----------------------------------------------------------------------
+
+// The optimizers whose sharded updates must give the unsharded bits: SGD with Nesterov momentum
+// and weight decay, and AdamW.
+inline meld::optim::sgd_options sharded_sgd() {
+  return {.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-3, .nesterov = true};
+}
+inline meld::optim::adam_options sharded_adam() {
+  return {.lr = 1e-2, .weight_decay = 1e-2, .decoupled_weight_decay = true};
+}
+
+// The suite's steps through dp over `model` with Opt: a sharded_optimizer where dp shards its
+// gradients, else Opt over the model. `state` receives the optimizer state's elements per worker.
+template <template <class> class Opt, class DP, class M, class Options>
+run_result train_with(DP& dp, M& model, const Options& options, index_t* state = nullptr) {
+  using B = typename DP::backend_type;
+  run_result out;
+  auto run = [&](auto& opt) {
+    for (int s = 0; s < steps; ++s) {
+      const batch b = make_batch(s);
+      out.losses.push_back(dp.step(meld::to<B>(b.x), meld::to<B>(b.y), meld::nn::cross_entropy));
+      opt.step();
+    }
+    index_t elements = 0;
+    opt.visit_state([&](std::string_view, auto& x) {
+      if constexpr (!std::is_integral_v<std::remove_cvref_t<decltype(x)>>) elements += x.size();
+    });
+    if (state) *state = dp.sharded() ? elements / dp.local_workers() : elements;
+  };
+  if (dp.sharded()) {
+    meld::sharded_optimizer<Opt, DP> opt(dp, options);
+    run(opt);
+  } else {
+    Opt<M> opt(model, options);
+    run(opt);
+  }
+  out.parameters = host_parameters(model);
+  return out;
+}
+
+// On the calling thread: the same parameters, bit for bit, and the same losses to rounding (the
+// sharded path sums the losses in an allreduce of their own, in another order).
+inline void require_identical(const run_result& got, const run_result& want) {
+  REQUIRE(got.losses.size() == want.losses.size());
+  for (std::size_t s = 0; s < want.losses.size(); ++s) {
+    INFO("step " << s);
+    REQUIRE(got.losses[s] == Approx(want.losses[s]).epsilon(1e-6));
+  }
+  REQUIRE(got.parameters.size() == want.parameters.size());
+  for (std::size_t i = 0; i < want.parameters.size(); ++i) {
+    INFO("parameter " << i);
+    REQUIRE(got.parameters[i].shape() == want.parameters[i].shape());
+    for (index_t e = 0; e < want.parameters[i].size(); ++e)
+      REQUIRE(got.parameters[i].data()[e] == want.parameters[i].data()[e]);
+  }
+}
+
+// The elements of one rank's shard: ceil(size / k) of every bucket of dp, the last one's size
+// counting the two loss sums that ride with it unsharded.
+template <class DP>
+index_t shard_elements(const DP& dp) {
+  index_t n = 0;
+  for (const auto& b : dp.buckets())
+    n += (b.size + (&b == &dp.buckets().back() ? 2 : 0) + dp.world_size() - 1) / dp.world_size();
+  return n;
+}
+
+// A sharded run and an unsharded one, each with SGD and AdamW: what each reports and the
+// optimizer state per worker.
+struct sharded_comparison {
+  run_result sgd, sgd_sharded, adam, adam_sharded;
+  index_t sgd_state = 0, sgd_sharded_state = 0, adam_state = 0, adam_sharded_state = 0;
+  index_t shard = 0;           // elements of a shard
+  bool replicas_equal = true;  // sharded threads mode: every replica ends with rank 0's parameters
+};
+
+// Threads mode: k replicas of B, sharded and not. Run on the calling thread.
+template <class B>
+sharded_comparison sharded_threads_mode(int k, std::size_t bucket_bytes,
+                                        meld::comm_options comm = {}) {
+  sharded_comparison c;
+  auto run = [&](bool sharded, auto opt_kind, run_result& out, index_t& state) {
+    auto model = make_net<B>();
+    meld::thread_group group(k, comm);
+    meld::data_parallel dp(model, group,
+                           {.bucket_bytes = bucket_bytes, .shard_optimizer = sharded});
+    if constexpr (decltype(opt_kind)::value)
+      out = train_with<meld::optim::adam>(dp, model, sharded_adam(), &state);
+    else
+      out = train_with<meld::optim::sgd>(dp, model, sharded_sgd(), &state);
+    if (sharded) c.shard = shard_elements(dp);
+    // Unsharded, replicas take rank 0's parameters when the next step starts; sharded, the
+    // optimizer's allgather wrote them all.
+    for (int r = 1; r < k && sharded; ++r) {
+      const auto ps = host_parameters(dp.replica(r));
+      for (std::size_t i = 0; i < out.parameters.size(); ++i)
+        for (index_t e = 0; e < ps[i].size(); ++e)
+          c.replicas_equal = c.replicas_equal && ps[i].data()[e] == out.parameters[i].data()[e];
+    }
+  };
+  run(false, std::false_type{}, c.sgd, c.sgd_state);
+  run(true, std::false_type{}, c.sgd_sharded, c.sgd_sharded_state);
+  run(false, std::true_type{}, c.adam, c.adam_state);
+  run(true, std::true_type{}, c.adam_sharded, c.adam_sharded_state);
+  return c;
+}
+
+// Rank mode: this rank's part of the same four runs (a process under MPI, or a thread).
+template <class B, class Comm>
+sharded_comparison sharded_rank_mode(Comm& comm, std::size_t bucket_bytes) {
+  sharded_comparison c;
+  meld::device_guard<B> on(comm.rank() % meld::device_count<B>());
+  auto run = [&](bool sharded, auto opt_kind, run_result& out, index_t& state) {
+    auto model = make_net<B>();
+    meld::data_parallel dp(model, comm, {.bucket_bytes = bucket_bytes, .shard_optimizer = sharded});
+    if constexpr (decltype(opt_kind)::value)
+      out = train_with<meld::optim::adam>(dp, model, sharded_adam(), &state);
+    else
+      out = train_with<meld::optim::sgd>(dp, model, sharded_sgd(), &state);
+    if (sharded) c.shard = shard_elements(dp);
+  };
+  run(false, std::false_type{}, c.sgd, c.sgd_state);
+  run(true, std::false_type{}, c.sgd_sharded, c.sgd_sharded_state);
+  run(false, std::true_type{}, c.adam, c.adam_state);
+  run(true, std::true_type{}, c.adam_sharded, c.adam_sharded_state);
+  return c;
+}
+
+// On the calling thread: sharded equals unsharded bit for bit (or, where the communicator's
+// reduce-scatter sums in another order than its allreduce, to rounding), and each worker keeps
+// the state of its shard alone (SGD: one momentum element, Adam: two moments per shard element),
+// about 1/k of the unsharded optimizer's.
+inline void require_sharded_matches(const sharded_comparison& c, int k, bool bitwise = true) {
+  {
+    INFO("SGD");
+    if (bitwise)
+      require_identical(c.sgd_sharded, c.sgd);
+    else
+      require_matches(c.sgd_sharded, c.sgd);
+  }
+  {
+    INFO("AdamW");
+    if (bitwise)
+      require_identical(c.adam_sharded, c.adam);
+    else
+      require_matches(c.adam_sharded, c.adam);
+  }
+  REQUIRE(c.replicas_equal);
+  index_t n = 0;
+  for (const auto& p : c.sgd.parameters) n += p.size();
+  REQUIRE(c.sgd_state == n);
+  REQUIRE(c.adam_state == 2 * n);
+  REQUIRE(c.sgd_sharded_state == c.shard);
+  REQUIRE(c.adam_sharded_state == 2 * c.shard);
+  REQUIRE(c.shard * k >= n);
+  REQUIRE(c.shard * k < n + 8 * k);  // padding: under k elements per bucket
 }
 
 }  // namespace dp_suite

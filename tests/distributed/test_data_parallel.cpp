@@ -472,3 +472,24 @@ TEST_CASE("step_gathered: a shard gathered with the wrong rows is an error that 
                         -1, [](index_t, index_t, tensor_t&, tensor_t&) {}, toy::mse{}),
                     std::invalid_argument);
 }
+
+TEST_CASE("sharded optimizer (ZeRO stage 1): the unsharded bits with 1/k of the state", "[dist]") {
+  // Caps of 512 bytes make buckets of 85, 16, 1024, 40 elements: none a multiple of 3 or 4.
+  for (std::size_t cap : {std::size_t(512), std::size_t(25) << 20})
+    for (int k : {1, 2, 3, 4}) {
+      INFO(k << " workers, buckets of at most " << cap << " bytes, threads mode");
+      dp_suite::require_sharded_matches(
+          dp_suite::sharded_threads_mode<meld::cpu<>>(k, cap, comm_opts()), k);
+    }
+  const int k = 3;
+  std::vector<dp_suite::sharded_comparison> results(k);
+  meld::thread_group group(k, comm_opts());
+  group.run([&](meld::thread_comm& comm) {
+    results[static_cast<std::size_t>(comm.rank())] =
+        dp_suite::sharded_rank_mode<meld::cpu<>>(comm, 512);
+  });
+  for (const auto& r : results) {
+    INFO("thread_comm ranks");
+    dp_suite::require_sharded_matches(r, k);
+  }
+}

@@ -221,6 +221,14 @@ TEST_CASE("data_parallel on two sim devices equals one CPU worker (sim<async>)",
           "[sim][dist][async]") {
   two_sim_devices_match_one_cpu_worker<meld::sim<meld::async>>();
 }
+TEST_CASE("sharded optimizer on sim devices: the unsharded bits, 1/k of the state (sim<async>)",
+          "[sim][dist][async]") {
+  for (int k : {2, 3}) {  // 3: two replicas share device 0
+    INFO(k << " workers");
+    dp_suite::require_sharded_matches(
+        dp_suite::sharded_threads_mode<meld::sim<meld::async>>(k, 256, comm_opts()), k);
+  }
+}
 TEST_CASE("a data-parallel step on sim reads nothing back but the logged loss (sim<async>)",
           "[sim][dist][async]") {
   a_step_reads_nothing_back_but_the_logged_loss<meld::sim<meld::async>>();

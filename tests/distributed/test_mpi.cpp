@@ -206,6 +206,15 @@ TEST_CASE("dp_suite across processes: every rank equals one CPU worker", "[mpi]"
       dp_suite::rank_mode<meld::cpu<>>(comm, {.bucket_bytes = 512}));
 }
 
+TEST_CASE("sharded optimizer across processes: the unsharded parameters, 1/k of the state",
+          "[mpi]") {
+  meld::mpi_comm comm(MPI_COMM_WORLD, opts());
+  // MPI_Ireduce_scatter_block sums in MPI's order, meld's ring allreduce in its own: the same bits
+  // at 2 ranks (a sum of two commutes), the same to rounding beyond.
+  dp_suite::require_sharded_matches(dp_suite::sharded_rank_mode<meld::cpu<>>(comm, 512),
+                                    comm.size(), comm.size() == 2);
+}
+
 TEST_CASE("mpi_comm debug mode: mismatched collectives throw on every rank", "[mpi]") {
   meld::mpi_comm comm(MPI_COMM_WORLD, opts(10s));
   std::vector<float> buf(comm.rank() == 1 ? 12 : 10);

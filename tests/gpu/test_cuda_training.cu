@@ -57,6 +57,24 @@ dp_suite::run_result train_alone(M& model) {
   return out;
 }
 
+// per_rank(comm) on each of `ranks` NCCL ranks, one thread and one GPU each; what each returned.
+template <class Result, class F>
+std::vector<Result> on_nccl_ranks(int ranks, F per_rank) {
+  ncclUniqueId id{};
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  std::vector<Result> results(static_cast<std::size_t>(ranks));
+  auto rank_main = [&](int r) {
+    meld::device_guard<gpu> on(r);
+    meld::nccl_comm comm(ranks, r, id, r);
+    results[static_cast<std::size_t>(r)] = per_rank(comm);
+  };
+  std::vector<std::thread> threads;
+  for (int r = 1; r < ranks; ++r) threads.emplace_back(rank_main, r);
+  rank_main(0);
+  for (auto& t : threads) t.join();
+  return results;
+}
+
 }  // namespace
 
 TEST_CASE("a model on cuda<async> trains like the CPU", "[cuda][nn]") {
@@ -74,26 +92,31 @@ TEST_CASE("a forward-only model (autograd) on cuda<async> trains like nn's layer
 
 TEST_CASE("data_parallel over nccl_comm equals one CPU worker", "[cuda][dist]") {
   dp_suite::one_cpu_worker();  // computed before the ranks' threads start
-  const int gpus = meld::device_count<gpu>();
   for (int ranks : {1, 2, 4}) {
-    if (ranks > gpus) continue;  // NCCL refuses two ranks on one GPU
+    if (ranks > meld::device_count<gpu>()) continue;  // NCCL refuses two ranks on one GPU
     INFO(ranks << " NCCL ranks");
-    ncclUniqueId id{};
-    REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-    std::vector<dp_suite::run_result> results(static_cast<std::size_t>(ranks));
-    auto rank_main = [&](int r) {
-      meld::device_guard<gpu> on(r);
-      meld::nccl_comm comm(ranks, r, id, r);
-      results[static_cast<std::size_t>(r)] = dp_suite::rank_mode<gpu>(comm);
-    };
-    std::vector<std::thread> threads;
-    for (int r = 1; r < ranks; ++r) threads.emplace_back(rank_main, r);
-    rank_main(0);
-    for (auto& t : threads) t.join();
+    const auto results = on_nccl_ranks<dp_suite::run_result>(
+        ranks, [](meld::nccl_comm& comm) { return dp_suite::rank_mode<gpu>(comm); });
     for (int r = 0; r < ranks; ++r) {
       INFO("rank " << r);
       dp_suite::require_matches_one_worker(results[static_cast<std::size_t>(r)],
                                            dp_suite::cuda_tolerance);
+    }
+  }
+}
+
+TEST_CASE("sharded optimizer over nccl_comm: the unsharded parameters, 1/k of the state",
+          "[cuda][dist]") {
+  for (int ranks : {1, 2, 4}) {
+    if (ranks > meld::device_count<gpu>()) continue;
+    INFO(ranks << " NCCL ranks");
+    const auto results = on_nccl_ranks<dp_suite::sharded_comparison>(
+        ranks, [](meld::nccl_comm& comm) { return dp_suite::sharded_rank_mode<gpu>(comm, 512); });
+    for (int r = 0; r < ranks; ++r) {
+      INFO("rank " << r);
+      // At 1 or 2 ranks every element's sum is one addition at most: the same bits; beyond, NCCL
+      // may sum its reduce-scatter and its allreduce in different orders.
+      dp_suite::require_sharded_matches(results[static_cast<std::size_t>(r)], ranks, ranks <= 2);
     }
   }
 }
@@ -105,4 +128,6 @@ TEST_CASE("data_parallel over thread_comm: two workers sharing one GPU equal one
   // is one GPU (replica r on device r modulo the count).
   dp_suite::require_matches_one_worker(dp_suite::threads_mode<gpu>(2, {.bucket_bytes = 1024}),
                                        dp_suite::cuda_tolerance);
+  INFO("sharded optimizer: the reduce-scatter and allgather staged too");
+  dp_suite::require_sharded_matches(dp_suite::sharded_threads_mode<gpu>(2, 1024), 2);
 }

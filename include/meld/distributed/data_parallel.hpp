@@ -57,15 +57,19 @@
 //   * Failures: a worker that throws aborts the communicator (the others throw comm_error at once
 //     instead of waiting), and the step rethrows the exception that caused it. Afterwards the
 //     data_parallel refuses further steps.
+//   * Sharded optimizer (options.shard_optimizer, ZeRO stage 1): buckets are reduce-scattered, each
+//     rank getting the averaged gradients of 1/k of the elements for a meld::sharded_optimizer
+//     (sharded_optimizer.hpp); the model's own gradients then hold this worker's sums.
 //   * The loss: step() returns an nn::loss_value, the mean over the whole minibatch. Its sums are
-//     allreduced on the model's backend at the end of the last gradient bucket, so nothing is
-//     read back on the host until it is read (`double l = dp.step(...)` reads it at once;
-//     `auto l = ...` when logged).
+//     allreduced on the model's backend with the last gradient bucket (sharded: alone), so nothing
+//     is read back on the host until it is read (`double l = dp.step(...)` reads it at once; `auto
+//     l = ...` when logged).
 //
-// Here: the class; the buckets' packing and launching is in detail/bucket_engine.hpp, the threads
-// of threads mode in detail/worker_crew.hpp, the same-model check in detail/same_model.hpp, a
-// replica's parameter list and the batch's shards in detail/replica_params.hpp, a step's timing
-// and traced ranges (forward, backward, the wait for the allreduces) in detail/step_phases.hpp.
+// Here: the class; its options in data_parallel_options.hpp; the buckets in
+// detail/bucket_engine.hpp, the threads of threads mode in detail/worker_crew.hpp, the same-model
+// check in detail/same_model.hpp, a replica's parameter list and the batch's shards in
+// detail/replica_params.hpp, a step's timing and traced ranges (forward, backward, the wait for the
+// allreduces) in detail/step_phases.hpp.
 #pragma once
 
 #include <any>
@@ -88,34 +92,20 @@
 #include "buckets.hpp"
 #include "buffer.hpp"
 #include "communicator.hpp"
+#include "data_parallel_options.hpp"
 #include "detail/bucket_engine.hpp"
 #include "detail/replica_params.hpp"
 #include "detail/same_model.hpp"
+#include "detail/scoped_flag.hpp"
 #include "detail/step_phases.hpp"
 #include "detail/worker_crew.hpp"
+#include "parameter_shard.hpp"
 #include "thread_comm.hpp"
 
 namespace meld {
 
 /// \addtogroup distributed
 /// @{
-
-/// Settings of data_parallel.
-struct data_parallel_options {
-  std::size_t bucket_bytes = std::size_t(25) << 20;  ///< gradient bucket cap
-  bool broadcast_buffers = false;  ///< copy rank 0's buffers to every rank at each window start
-};
-
-/// Where the time of the last step went, on the first local worker.
-struct step_timing {
-  double total_s = 0;      ///< the whole step
-  double forward_s = 0;    ///< forward and loss
-  double backward_s = 0;   ///< backward (with the bucket packing and launches inside it)
-  double comm_wait_s = 0;  ///< blocked after backward, waiting for the allreduces to finish
-  /// Gradient buckets allreduced in the step.
-  int buckets = 0;
-  int buckets_during_backward = 0;  ///< launched before backward returned (overlapped)
-};
 
 /// Data-parallel training of a model over the ranks of a communicator: each step() splits the
 /// minibatch over the workers, runs forward and backward on each, and averages the gradients with
@@ -279,25 +269,9 @@ class data_parallel {
   }
 
   /// Inside the guard's lifetime, steps accumulate gradients without communicating.
-  class no_sync_guard {
-   public:
-    /// Starts skipping gradient communication on dp.
-    explicit no_sync_guard(data_parallel& dp) : dp_(&dp), was_(dp.no_sync_) { dp.no_sync_ = true; }
-    /// Moves the guard (the moved-from one restores nothing).
-    no_sync_guard(no_sync_guard&& o) noexcept : dp_(std::exchange(o.dp_, nullptr)), was_(o.was_) {}
-    no_sync_guard(const no_sync_guard&) = delete;
-    no_sync_guard& operator=(const no_sync_guard&) = delete;
-    no_sync_guard& operator=(no_sync_guard&&) = delete;
-    ~no_sync_guard() {
-      if (dp_) dp_->no_sync_ = was_;
-    }
-
-   private:
-    data_parallel* dp_;
-    bool was_;
-  };
+  using no_sync_guard = detail::distributed::scoped_flag;
   /// A guard: steps in its lifetime accumulate gradients; the next step after it averages them all.
-  [[nodiscard]] no_sync_guard no_sync() { return no_sync_guard(*this); }
+  [[nodiscard]] no_sync_guard no_sync() { return no_sync_guard(no_sync_); }
 
   // ---- the model --------------------------------------------------------------------------------
 
@@ -315,6 +289,17 @@ class data_parallel {
   const std::vector<gradient_bucket>& buckets() const { return plan_.buckets; }
   /// Where the time of the last step went.
   const step_timing& last_timing() const { return timing_; }
+
+  /// Whether the gradients are sharded (options.shard_optimizer: see sharded_optimizer.hpp).
+  bool sharded() const { return options_.shard_optimizer; }
+  /// Collective: rank 0's parameters to every replica (after changing model()'s parameters
+  /// outside an optimizer that every rank runs, e.g. loading a checkpoint on rank 0 alone).
+  void broadcast_parameters() {
+    guarded([&](worker& w) {
+      w.read(*w.model, sizes_);
+      w.buckets->broadcast_parameters(*w.comm, w.params);
+    });
+  }
 
   /// The model-like operations an optimizer or checkpoint uses act on model(); train() and
   /// zero_grad() act on every local replica.
@@ -337,6 +322,10 @@ class data_parallel {
   }
 
  private:
+  // It updates the workers' shards, on their threads, and allgathers the parameters.
+  template <template <class> class, class>
+  friend class sharded_optimizer;
+
   using bucket_engine = detail::distributed::bucket_engine<value_type, backend_type, Comm>;
 
   // A worker: its replica (the parameters as detail::distributed::replica_params reads them), its
@@ -354,7 +343,14 @@ class data_parallel {
     loss_type loss;         // this step's, on the worker's device
     tensor_type loss_sums;  // {2}: {loss sum, targets out of range}, allreduced
     step_timing timing;
+    std::optional<parameter_shard<value_type, backend_type>> shard;  // over the engine's tensors
   };
+
+  int local_index(const worker& w) const {
+    for (std::size_t i = 0; i < workers_.size(); ++i)
+      if (workers_[i].get() == &w) return static_cast<int>(i);
+    return -1;
+  }
 
   template <class Targets>
   static Targets& targets_cache(worker& w) {
@@ -430,8 +426,7 @@ class data_parallel {
     // inside no_sync, each local worker's shard loss, added up here.
     std::vector<loss_type> parts(workers_.size());
     guarded([&](worker& w) {
-      for (std::size_t i = 0; i < workers_.size(); ++i)
-        if (workers_[i].get() == &w) parts[i] = per_worker(w, sync, fresh);
+      parts[static_cast<std::size_t>(local_index(w))] = per_worker(w, sync, fresh);
     });
     loss_type result = std::move(parts[0]);
     if (!sync)
@@ -444,7 +439,8 @@ class data_parallel {
   // ---- per worker -------------------------------------------------------------------------------
 
   void begin_window(worker& w) {
-    if (threads_mode_ && &w != workers_[0].get()) {
+    // Sharded, the allgather of the last update wrote every replica's parameters.
+    if (threads_mode_ && &w != workers_[0].get() && !options_.shard_optimizer) {
       // Take rank 0's parameters (it does not write them during a step).
       const auto& src = workers_[0]->params;
       for (std::size_t i = 0; i < w.params.size(); ++i)
@@ -562,7 +558,10 @@ class data_parallel {
     guarded([&](worker& w) {
       detail::distributed::check_same_model(*w.comm, *w.model, options_.bucket_bytes);
       w.read(*w.model, sizes_);
-      w.buckets.emplace(plan_, /*tail: the loss sums=*/2);
+      w.buckets.emplace(plan_, /*tail: the loss sums=*/2,
+                        options_.shard_optimizer ? w.comm->size() : 0, w.comm->rank());
+      if (options_.shard_optimizer)
+        w.shard.emplace(w.comm->rank(), w.buckets->parameter_shard(), w.buckets->gradient_shard());
       // Rank 0's parameters (through the buckets) and buffers go to every rank.
       w.buckets->broadcast_parameters(*w.comm, w.params);
       for (tensor_type* b : w.buffers) w.comm->broadcast(*b, 0);
