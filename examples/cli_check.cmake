@@ -1,5 +1,5 @@
 # The training example's command line, as a user meets it. Run by CTest:
-#   cmake -DEXAMPLE=<train_fashion_mnist> -DCHECK=<errors|version|log> [-DVERSION=<x.y.z>]
+#   cmake -DEXAMPLE=<train_fashion_mnist> -DCHECK=<errors|version|log|sharded> [-DVERSION=<x.y.z>]
 #         [-DWORK=<folder>] -P cli_check.cmake
 #  errors   an unknown flag, and a bad value: status 2, stdout empty, and on stderr one line that
 #           names the flag and points at --help (not the usage, in which it would scroll away)
@@ -7,6 +7,8 @@
 #  log      --log: the CSV's header has an lr column, and its rows follow sgd's cosine decay over
 #           the run, per step: epoch e of 3 starts at lr * (1 + cos(pi * (e - 1) / 3)) / 2, that
 #           is 0.1, 0.075 and 0.025 for --lr 0.1
+#  sharded  --shard-optimizer: the same losses and accuracies as without, epoch by epoch; refused
+#           with --save
 cmake_minimum_required(VERSION 3.20)
 
 function(run_example)
@@ -68,6 +70,39 @@ elseif(CHECK STREQUAL "log")
     message(FATAL_ERROR "lr per epoch: ${rates}, not the cosine decay's 0.1;0.075;0.025")
   endif()
   message(STATUS "lr per epoch: ${rates}")
+elseif(CHECK STREQUAL "sharded")
+  # --shard-optimizer trains the same bits as without: every epoch's losses and accuracies in the
+  # --log CSV are the same digits (2 workers, Adam, 64 KiB buckets: several for the MLP).
+  file(REMOVE_RECURSE "${WORK}")
+  file(MAKE_DIRECTORY "${WORK}")
+  set(rows)
+  foreach(mode plain sharded)
+    set(extra)
+    if(mode STREQUAL "sharded")
+      set(extra --shard-optimizer)
+    endif()
+    run_example(--model mlp --workers 2 --bucket-kb 64 --epochs 2 --limit 1200 --batch 100
+                --optimizer adam --log ${WORK}/${mode}.csv ${extra})
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "the ${mode} run failed (${rc}):\n${out}${err}")
+    endif()
+    file(STRINGS ${WORK}/${mode}.csv lines)
+    list(POP_FRONT lines header)
+    set(kept)
+    foreach(row ${lines})  # epoch,train_loss,test_loss,train_acc,test_acc (not the timings)
+      string(REGEX MATCH "^[^,]*,[^,]*,[^,]*,[^,]*,[^,]*" row "${row}")
+      list(APPEND kept "${row}")
+    endforeach()
+    set(rows_${mode} "${kept}")
+  endforeach()
+  if(NOT rows_plain STREQUAL rows_sharded OR rows_plain STREQUAL "")
+    message(FATAL_ERROR "--shard-optimizer changed the training:\n${rows_plain}\n${rows_sharded}")
+  endif()
+  message(STATUS "the same epochs with and without --shard-optimizer: ${rows_plain}")
+  run_example(--shard-optimizer --save ${WORK}/run.ckpt)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "--shard-optimizer")
+    message(FATAL_ERROR "--shard-optimizer --save: exited with ${rc}, not 2 naming the flag:\n${err}")
+  endif()
 else()
-  message(FATAL_ERROR "CHECK must be errors, version or log, not '${CHECK}'")
+  message(FATAL_ERROR "CHECK must be errors, version, log or sharded, not '${CHECK}'")
 endif()

@@ -6,7 +6,8 @@
 //                       [--threads N] [--optimizer sgd|adam] [--log FILE] [--data DIR]
 //                       [--limit N] [--workers K] [--no-prefetch]
 //                       [--save PATH [--save-every N]] [--resume PATH] [--verbose]
-//                       [--trace FILE] [--bucket-kb N] [--help] [--version]
+//                       [--trace FILE] [--bucket-kb N] [--shard-optimizer] [--help]
+//                       [--version]
 //   mpirun -np K train_fashion_mnist --backend mpi [...]
 //   mpirun -np S+W train_fashion_mnist --backend mpi --ps-servers S --ps-mode sync|async|stale:N
 // (train_options.cpp parses them, with CLI11; --help says what each does.)
@@ -118,6 +119,7 @@ using options = train_cli::options;
 meld::data_parallel_options dp_options(const options& o) {
   meld::data_parallel_options d;
   d.bucket_bytes = o.bucket_bytes;
+  d.shard_optimizer = o.shard_optimizer;
   return d;
 }
 
@@ -423,10 +425,24 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
   return 0;
 }
 
-// The optimizer updates `model` (this process's replica) from the averaged gradients.
+// The optimizer updates `model` (this process's replica) from the averaged gradients; with
+// --shard-optimizer (threads), each worker updates its shard of the parameters.
 template <class DP, class Model, class Sum>
 int with_optimizer(DP& dp, Model& model, const options& o, const fashion_mnist::dataset& train_set,
                    const fashion_mnist::dataset& test_set, Sum&& sum, bool leader) {
+  if constexpr (std::is_same_v<typename DP::comm_type, meld::thread_comm>) {
+    if (o.shard_optimizer) {
+      if (o.optimizer == "adam") {
+        const double lr = o.lr.value_or(1e-3);
+        auto opt = meld::shard_optimizer<meld::optim::adam>(dp, {.lr = lr});
+        return train(dp, model, opt, lr, false, o, train_set, test_set, sum, leader);
+      }
+      const double lr = o.lr.value_or(o.model == "mlp" ? 0.1 : 0.05);
+      auto opt = meld::shard_optimizer<meld::optim::sgd>(
+          dp, {.lr = lr, .momentum = 0.9, .nesterov = true});
+      return train(dp, model, opt, lr, true, o, train_set, test_set, sum, leader);
+    }
+  }
   if (o.optimizer == "adam") {
     const double lr = o.lr.value_or(1e-3);
     meld::optim::adam opt(model, {.lr = lr});

@@ -219,6 +219,12 @@ options parse(int argc, char** argv, options defaults, const build_facts& build)
       ->type_name("N")
       ->check(integer_in<std::size_t>(1, std::size_t(1) << 30));
 
+  app.add_flag("--shard-optimizer", o.shard_optimizer,
+               "ZeRO stage 1: the workers reduce-scatter the gradients, each\n"
+               "keeps the optimizer state of 1/K of the parameters and updates\n"
+               "them, then they allgather the parameters (the same bits as\n"
+               "without; --backend threads)");
+
   const std::vector<std::string> args = split_empty_values(argc, argv);
   try {
     // CLI11 takes the arguments last first.
@@ -247,6 +253,10 @@ options parse(int argc, char** argv, options defaults, const build_facts& build)
     fail(
         "--ps-servers: the servers run SGD with momentum; --save, --resume and --optimizer are "
         "for data_parallel training");
+  if (o.shard_optimizer && (o.backend != "threads" || !o.save.empty() || !o.resume.empty()))
+    fail(
+        "--shard-optimizer is for --backend threads, without --save or --resume (a checkpoint "
+        "would hold each worker's optimizer shard)");
   if (o.backend == "mpi" && o.workers != 1)
     fail("--workers is for --backend threads or nccl; under mpi the worker count is mpirun's -np");
   return o;

@@ -40,6 +40,7 @@ struct options {
   bool verbose = false;  // print meld's configuration first
   std::string trace;     // write a Chrome trace of the run here
   std::size_t bucket_bytes = 0;
+  bool shard_optimizer = false;  // ZeRO stage 1 (data_parallel_options::shard_optimizer)
 };
 
 // The options from the command line, over `defaults` (which hold the build's defaults: data,
