@@ -22,8 +22,9 @@
 //   for (auto& [x, y] : batches) { double loss = dp.step(x, y, meld::nn::cross_entropy);
 //   opt.step(); }
 // In threads mode the other replicas take rank 0's parameters at the start of the next step (a
-// shared-memory copy, as PyTorch's DataParallel does); in process mode every rank runs the same
-// optimizer on the same gradients, so the replicas stay bit-identical without copies.
+// shared-memory copy, as PyTorch's DataParallel does; a sharded optimizer's allgather writes them
+// all instead); in process mode every rank runs the same optimizer on the same gradients, so the
+// replicas stay bit-identical without copies.
 //
 // What a step does, and guarantees:
 //   * Shards: rank r of P gets the r-th of P contiguous parts of the rows, the first N mod P of
