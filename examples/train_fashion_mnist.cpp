@@ -295,6 +295,10 @@ int train(DP& dp, Model& model, Optimizer& opt, double base_lr, bool cosine, con
   with_progress<Optimizer> progress{&opt};
   if (!o.resume.empty()) {  // every rank loads the same file (threads: rank 0's model)
     nn::load_checkpoint(o.resume, model, progress);
+    // A sharded optimizer's replicas take rank 0's loaded parameters now (its allgathers, not
+    // a copy at each step, keep them equal).
+    if constexpr (requires { dp.sharded(); })
+      if (dp.sharded()) dp.broadcast_parameters();
     if (leader)
       std::printf("resumed %s after epoch %lld (%lld steps)\n", o.resume.c_str(),
                   static_cast<long long>(progress.epochs_done),

@@ -223,7 +223,7 @@ options parse(int argc, char** argv, options defaults, const build_facts& build)
                "ZeRO stage 1: the workers reduce-scatter the gradients, each\n"
                "keeps the optimizer state of 1/K of the parameters and updates\n"
                "them, then they allgather the parameters (the same bits as\n"
-               "without; --backend threads)");
+               "without; --backend threads; --resume needs as many --workers)");
 
   const std::vector<std::string> args = split_empty_values(argc, argv);
   try {
@@ -253,10 +253,8 @@ options parse(int argc, char** argv, options defaults, const build_facts& build)
     fail(
         "--ps-servers: the servers run SGD with momentum; --save, --resume and --optimizer are "
         "for data_parallel training");
-  if (o.shard_optimizer && (o.backend != "threads" || !o.save.empty() || !o.resume.empty()))
-    fail(
-        "--shard-optimizer is for --backend threads, without --save or --resume (a checkpoint "
-        "would hold each worker's optimizer shard)");
+  if (o.shard_optimizer && o.backend != "threads")
+    fail("--shard-optimizer is for --backend threads (its checkpoints hold every worker's shard)");
   if (o.backend == "mpi" && o.workers != 1)
     fail("--workers is for --backend threads or nccl; under mpi the worker count is mpirun's -np");
   return o;

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -492,4 +494,30 @@ TEST_CASE("sharded optimizer (ZeRO stage 1): the unsharded bits with 1/k of the 
     INFO("thread_comm ranks");
     dp_suite::require_sharded_matches(r, k);
   }
+}
+
+TEST_CASE("sharded_optimizer: needs sharded gradients; one rate for every shard", "[dist]") {
+  auto model = dp_suite::make_net<meld::cpu<>>();
+  {
+    meld::thread_group group(2, comm_opts());
+    meld::data_parallel plain(model, group);
+    REQUIRE_THROWS_WITH(meld::shard_optimizer<meld::optim::sgd>(plain, {.lr = 0.1}),
+                        Catch::Contains("shard_optimizer = true"));
+  }
+  meld::thread_group group(2, comm_opts());
+  meld::data_parallel dp(model, group, {.shard_optimizer = true});
+  auto opt = meld::shard_optimizer<meld::optim::adam>(dp, {.lr = 1e-3});
+  opt.set_lr(0.5);
+  REQUIRE_THROWS_AS(opt.set_lr(-1), std::invalid_argument);
+  REQUIRE(opt.shard(0).lr() == 0.5);
+  REQUIRE(opt.shard(1).lr() == 0.5);
+  // Two moments for each element of both local shards; a step count per shard, named apart.
+  index_t elements = 0;
+  opt.visit_state([&](std::string_view name, auto& x) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(x)>, std::int64_t>)
+      REQUIRE((name == "adam.steps" || name == "adam.steps.shard1"));
+    else
+      elements += x.size();
+  });
+  REQUIRE(elements == 2 * 2 * dp_suite::shard_elements(dp));
 }

@@ -13,15 +13,16 @@
 // in the order of its allreduce: thread_comm at any number of ranks, every communicator at 2 (a
 // sum of two commutes); to rounding otherwise. Threads mode copies no parameters between replicas
 // (the allgather writes every one): parameters changed outside the optimizer (a checkpoint loaded
-// on rank 0) reach the others through dp.broadcast_parameters(). It is an optim::optimizer:
-// visit_state visits the step count once and every local shard's state tensors ("adam.m.shard<r>",
-// ...), so that a checkpoint holds this process's shards.
+// on rank 0) reach the others through dp.broadcast_parameters(). It is an optim::optimizer whose
+// visit_state visits every local shard's state ("adam.m.shard<r>", ...): a checkpoint holds this
+// process's shards, and resumes with as many workers.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -86,21 +87,21 @@ class sharded_optimizer {
   /// The optimizer of local worker i's shard.
   optimizer_type& shard(int i) { return *shards_.at(static_cast<std::size_t>(i)); }
 
-  /// The step count once, then every local shard's state tensors, named as Optimizer names them
-  /// for a parameter "shard<r>" (r the worker's rank). A loaded count reaches every shard.
+  /// Every local shard's state, named as Optimizer names it for a parameter "shard<r>" (r the
+  /// worker's rank; "adam.m.shard1"), and each shard's step count: the first local shard's as
+  /// Optimizer names it ("adam.steps"), the others' with ".shard<i>" appended, i the local worker.
   template <class F>
   void visit_state(F&& f) {
-    std::int64_t* first_count = nullptr;
     for (std::size_t i = 0; i < shards_.size(); ++i)
       shards_[i]->visit_state([&](std::string_view name, auto& x) {
-        if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(x)>, std::int64_t>) {
-          f(name, x);
-        } else if (i == 0) {
-          f(name, x);
-          first_count = &x;
-        } else if (first_count) {
-          x = *first_count;
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(x)>, std::int64_t>) {
+          if (i > 0) {
+            const std::string unique = std::string(name) + ".shard" + std::to_string(i);
+            f(std::string_view(unique), x);
+            return;
+          }
         }
+        f(name, x);
       });
   }
 
