@@ -21,8 +21,8 @@ namespace meld {
 template <class T, class B>
 class parameter_shard {
  public:
-  using value_type = T;    ///< the element type
-  using backend_type = B;  ///< the backend
+  using value_type = T;              ///< the element type
+  using backend_type = B;            ///< the backend
   using tensor_type = tensor<T, B>;  ///< its tensors
 
   /// The shard of rank `rank`, over tensors that data_parallel owns and keeps in place.
