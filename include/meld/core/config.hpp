@@ -52,7 +52,11 @@
 // (src/runtime.cpp) holds the one definition: each translation unit skips the code generation of
 // the runtime, about 40 % of what a one-expression program compiles (benchmarks/RESULTS.md). A
 // program's translation units must all use the same mode.
-//   MELD_RUNTIME              on the declarations and definitions of the runtime's functions
+// A header declares its part of the runtime and includes its definitions, `name-inl.hpp`, under
+// one `#if MELD_RUNTIME_DEFINITIONS` at its end. The declarations carry no `inline` and no
+// `noinline` (g++ rejects a declaration with both, and either one before a definition with the
+// other): the definitions carry MELD_RUNTIME and their inlining attributes.
+//   MELD_RUNTIME              on the definitions: `inline` header-only, nothing in the library
 //   MELD_RUNTIME_DEFINITIONS  1 where the definitions are compiled: header-only, or the library
 #if defined(MELD_COMPILED_RUNTIME)
 #define MELD_RUNTIME

@@ -103,39 +103,7 @@ struct cat_arg {
 
 // The text of args[0 .. count): numbers as std::ostream writes them by default (%g for floating
 // point). Cold: it runs only on the way to an exception.
-[[gnu::cold]] MELD_NOINLINE MELD_RUNTIME std::string cat_list(const cat_arg* args, int count)
-#if MELD_RUNTIME_DEFINITIONS
-{
-  std::string out;
-  char buffer[32];
-  for (int k = 0; k < count; ++k) {
-    const cat_arg& a = args[k];
-    switch (a.kind) {
-      case cat_arg::text:
-        out.append(a.s, a.n);
-        break;
-      case cat_arg::signed_int:
-        out += std::to_string(a.i);
-        break;
-      case cat_arg::unsigned_int:
-        out += std::to_string(a.u);
-        break;
-      case cat_arg::floating:
-        out.append(buffer, std::size_t(std::snprintf(buffer, sizeof(buffer), "%g", a.d)));
-        break;
-      case cat_arg::character:
-        out += a.c;
-        break;
-      case cat_arg::other:
-        a.append(out, a.p);
-        break;
-    }
-  }
-  return out;
-}
-#else
-    ;
-#endif
+[[gnu::cold]] std::string cat_list(const cat_arg* args, int count);
 
 // Any number of values as one string: cat("axis ", 3, " of rank ", 2).
 template <class... Args>
@@ -170,3 +138,7 @@ template <class E, class... Args>
 /// @}
 
 }  // namespace meld
+
+#if MELD_RUNTIME_DEFINITIONS
+#include "error-inl.hpp"
+#endif

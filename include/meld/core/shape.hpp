@@ -147,61 +147,14 @@ using shape_t = dims;
 /// A tensor's strides: elements between neighbours along each axis (negative for reversed views).
 using strides_t = dims;
 
-#if MELD_RUNTIME_DEFINITIONS
-MELD_NOINLINE MELD_RUNTIME dims::dims(std::initializer_list<index_t> values) {
-  assign(values.begin(), values.end());
-}
-
-[[gnu::cold]] MELD_RUNTIME void dims::append_text(std::string& out, const void* d) {
-  out += static_cast<const dims*>(d)->str();
-}
-
-[[gnu::cold]] MELD_NOINLINE MELD_RUNTIME std::string dims::str() const {
-  std::string s = "{";
-  for (int i = 0; i < rank_; ++i) {
-    if (i) s += ", ";
-    s += std::to_string(v_[i]);
-  }
-  s += '}';
-  return s;
-}
-#endif
-
 /// Checks that a shape can describe a tensor or a view: no negative extent, and the product of its
 /// nonzero extents fits in index_t (numpy's rule: {0, 2^62, 2^62} is refused too, since its
 /// row-major strides would overflow). Returns the element count. `what` names the operation.
-MELD_NOINLINE MELD_RUNTIME index_t checked_size(const shape_t& shape, const char* what)
-#if MELD_RUNTIME_DEFINITIONS
-{
-  index_t n = 1;
-  bool zero = false;
-  for (index_t d : shape) {
-    if (d < 0) detail::raise<shape_error>(what, ": negative extent in shape ", shape);
-    if (d == 0)
-      zero = true;
-    else
-      n = detail::checked_mul(n, d, what, "the element count of shape ", shape);
-  }
-  return zero ? 0 : n;
-}
-#else
-    ;
-#endif
+index_t checked_size(const shape_t& shape, const char* what);
 
 /// Row-major (C order) strides of a shape, in elements. (Extents of 0 count as 1, so that the
 /// strides of an empty shape are those of the same shape with 1s: any would do.)
-MELD_RUNTIME strides_t row_major_strides(const shape_t& shape)
-#if MELD_RUNTIME_DEFINITIONS
-{
-  strides_t s = dims::filled(shape.size(), 1);
-  for (int i = shape.size() - 2; i >= 0; --i)
-    s[i] = detail::checked_mul(s[i + 1], std::max<index_t>(shape[i + 1], 1), "row_major_strides",
-                               "the strides of shape ", shape);
-  return s;
-}
-#else
-    ;
-#endif
+strides_t row_major_strides(const shape_t& shape);
 
 /// Maps a possibly negative axis (Python style: -1 is the last) into [0, rank).
 inline int normalize_axis(long axis, int rank, const char* what) {
@@ -214,3 +167,7 @@ inline int normalize_axis(long axis, int rank, const char* what) {
 /// @}
 
 }  // namespace meld
+
+#if MELD_RUNTIME_DEFINITIONS
+#include "shape-inl.hpp"
+#endif

@@ -295,5 +295,5 @@ class trace_range {
 }  // namespace meld
 
 #if MELD_RUNTIME_DEFINITIONS
-#include "trace_writer.hpp"
+#include "trace-inl.hpp"
 #endif

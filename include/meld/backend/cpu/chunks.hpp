@@ -49,27 +49,13 @@ inline index_t chunk_boundary(index_t i, index_t chunks, index_t n, const void* 
 // Runs fn over [0, n) of a plan in `chunks` pieces on the pool. Each piece gets its own copy of
 // the row state `ctx` (cursors are trivially copyable; they are not shared between threads).
 // Not a template: compiled once, whatever the expression.
-MELD_RUNTIME void run_chunks(const plan_ref& p, index_t n, index_t chunks, const void* dst,
-                             std::size_t elem, row_fn fn, const void* ctx, std::size_t ctx_bytes)
-#if MELD_RUNTIME_DEFINITIONS
-{
-  auto run = [&](index_t begin, index_t end) {
-    alignas(64) unsigned char local[512];
-    std::unique_ptr<unsigned char[]> big(ctx_bytes > sizeof(local) ? new unsigned char[ctx_bytes]
-                                                                   : nullptr);
-    void* copy = big ? static_cast<void*>(big.get()) : static_cast<void*>(local);
-    std::memcpy(copy, ctx, ctx_bytes);
-    run_rows(p, begin, end, fn, copy);
-  };
-  if (chunks == 1) return run(0, n);
-  thread_pool::global().parallel_for(chunks, [&](index_t i) {
-    run(chunk_boundary(i, chunks, n, dst, elem), chunk_boundary(i + 1, chunks, n, dst, elem));
-  });
-}
-#else
-    ;
-#endif
+void run_chunks(const plan_ref& p, index_t n, index_t chunks, const void* dst, std::size_t elem,
+                row_fn fn, const void* ctx, std::size_t ctx_bytes);
 
 }  // namespace meld::detail::cpu_eval
+
+#if MELD_RUNTIME_DEFINITIONS
+#include "chunks-inl.hpp"
+#endif
 
 #include "../../core/gcc12_warnings.hpp"  // pop
