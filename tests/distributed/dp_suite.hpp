@@ -237,29 +237,21 @@ struct sharded_comparison {
   bool replicas_equal = true;  // sharded threads mode: every replica ends with rank 0's parameters
 };
 
-// Threads mode: k replicas of B, sharded and not. Run on the calling thread.
-template <class B>
-sharded_comparison sharded_threads_mode(int k, std::size_t bucket_bytes,
-                                        meld::comm_options comm = {}) {
+// The four runs (SGD and AdamW, each unsharded and sharded) of one mode: with_dp(sharded, body)
+// builds a model and its data_parallel and calls body(dp, model), which trains them and returns
+// the run's result.
+template <class WithDP>
+sharded_comparison compare_sharded(WithDP&& with_dp) {
   sharded_comparison c;
-  auto run = [&](bool sharded, auto opt_kind, run_result& out, index_t& state) {
-    auto model = make_net<B>();
-    meld::thread_group group(k, comm);
-    meld::data_parallel dp(model, group,
-                           {.bucket_bytes = bucket_bytes, .shard_optimizer = sharded});
-    if constexpr (decltype(opt_kind)::value)
-      out = train_with<meld::optim::adam>(dp, model, sharded_adam(), &state);
-    else
-      out = train_with<meld::optim::sgd>(dp, model, sharded_sgd(), &state);
-    if (sharded) c.shard = shard_elements(dp);
-    // Unsharded, replicas take rank 0's parameters when the next step starts; sharded, the
-    // optimizer's allgather wrote them all.
-    for (int r = 1; r < k && sharded; ++r) {
-      const auto ps = host_parameters(dp.replica(r));
-      for (std::size_t i = 0; i < out.parameters.size(); ++i)
-        for (index_t e = 0; e < ps[i].size(); ++e)
-          c.replicas_equal = c.replicas_equal && ps[i].data()[e] == out.parameters[i].data()[e];
-    }
+  auto run = [&](bool sharded, auto adam, run_result& out, index_t& state) {
+    with_dp(sharded, [&](auto& dp, auto& model) -> const run_result& {
+      if constexpr (decltype(adam)::value)
+        out = train_with<meld::optim::adam>(dp, model, sharded_adam(), &state);
+      else
+        out = train_with<meld::optim::sgd>(dp, model, sharded_sgd(), &state);
+      if (sharded) c.shard = shard_elements(dp);
+      return out;
+    });
   };
   run(false, std::false_type{}, c.sgd, c.sgd_state);
   run(true, std::false_type{}, c.sgd_sharded, c.sgd_sharded_state);
@@ -268,25 +260,39 @@ sharded_comparison sharded_threads_mode(int k, std::size_t bucket_bytes,
   return c;
 }
 
+// Threads mode: k replicas of B, sharded and not. Run on the calling thread.
+template <class B>
+sharded_comparison sharded_threads_mode(int k, std::size_t bucket_bytes,
+                                        meld::comm_options comm = {}) {
+  bool replicas_equal = true;
+  sharded_comparison c = compare_sharded([&](bool sharded, auto&& body) {
+    auto model = make_net<B>();
+    meld::thread_group group(k, comm);
+    meld::data_parallel dp(model, group,
+                           {.bucket_bytes = bucket_bytes, .shard_optimizer = sharded});
+    const run_result& out = body(dp, model);
+    // Unsharded, replicas take rank 0's parameters when the next step starts; sharded, the
+    // optimizer's allgather wrote them all.
+    for (int r = 1; r < k && sharded; ++r) {
+      const auto ps = host_parameters(dp.replica(r));
+      for (std::size_t i = 0; i < out.parameters.size(); ++i)
+        for (index_t e = 0; e < ps[i].size(); ++e)
+          replicas_equal = replicas_equal && ps[i].data()[e] == out.parameters[i].data()[e];
+    }
+  });
+  c.replicas_equal = replicas_equal;
+  return c;
+}
+
 // Rank mode: this rank's part of the same four runs (a process under MPI, or a thread).
 template <class B, class Comm>
 sharded_comparison sharded_rank_mode(Comm& comm, std::size_t bucket_bytes) {
-  sharded_comparison c;
   meld::device_guard<B> on(comm.rank() % meld::device_count<B>());
-  auto run = [&](bool sharded, auto opt_kind, run_result& out, index_t& state) {
+  return compare_sharded([&](bool sharded, auto&& body) {
     auto model = make_net<B>();
     meld::data_parallel dp(model, comm, {.bucket_bytes = bucket_bytes, .shard_optimizer = sharded});
-    if constexpr (decltype(opt_kind)::value)
-      out = train_with<meld::optim::adam>(dp, model, sharded_adam(), &state);
-    else
-      out = train_with<meld::optim::sgd>(dp, model, sharded_sgd(), &state);
-    if (sharded) c.shard = shard_elements(dp);
-  };
-  run(false, std::false_type{}, c.sgd, c.sgd_state);
-  run(true, std::false_type{}, c.sgd_sharded, c.sgd_sharded_state);
-  run(false, std::true_type{}, c.adam, c.adam_state);
-  run(true, std::true_type{}, c.adam_sharded, c.adam_sharded_state);
-  return c;
+    body(dp, model);
+  });
 }
 
 // On the calling thread: sharded equals unsharded bit for bit (or, where the communicator's
