@@ -274,6 +274,38 @@ BACKEND_TEST_CASE("flatten keeps the batch axis and restores the shape in backwa
   REQUIRE_THROWS_AS(f.backward(x), meld::shape_error);
 }
 
+BACKEND_TEST_CASE("flatten hands linear a view in sequential: the copying path's numbers", "[nn]") {
+  using tensor_b = tensor<float, B>;
+  static_assert(nn::detail::view_handoff<nn::flatten<float, B>, nn::linear<float, B>, tensor_b>);
+  static_assert(!nn::detail::view_handoff<nn::flatten<float, B>, nn::relu<float, B>, tensor_b>);
+  const auto x = test::on<B>(test::random_tensor<float>({5, 2, 3, 2}, 21));
+  nn::flatten<float, B> f;
+  const meld::tensor_view<const float, B> v = f.forward_view(x);  // x's elements, not a copy
+  REQUIRE(v.shape() == shape_t{5, 12});
+  REQUIRE(v.raw_data() == x.raw_data());
+
+  // The same weights in a sequential (view handed on) and in layers called one by one (copies).
+  auto net = nn::sequential(nn::flatten<float, B>(), nn::linear<float, B>(12, 4, {.seed = 3}),
+                            nn::relu<float, B>(), nn::flatten<float, B>(),
+                            nn::linear<float, B>(4, 3, {.seed = 4}));
+  nn::flatten<float, B> f1, f2;
+  nn::linear<float, B> l1(12, 4, {.seed = 3}), l2(4, 3, {.seed = 4});
+  nn::relu<float, B> r;
+  const tensor<float> y = test::host(net.forward(x));
+  const tensor_b y_layers = l2.forward(f2.forward(r.forward(l1.forward(f1.forward(x)))));
+  require_equal(y, test::host(y_layers));
+
+  const auto g = test::on<B>(test::random_tensor<float>({5, 3}, 22));
+  net.zero_grad();
+  const tensor_b dx = net.backward(g);
+  l1.zero_grad();
+  l2.zero_grad();
+  const tensor_b dx_layers = f1.backward(l1.backward(r.backward(f2.backward(l2.backward(g)))));
+  require_equal(test::host(dx), test::host(dx_layers));
+  require_equal(test::host(net.template layer<1>().weight_grad()), test::host(l1.weight_grad()));
+  require_equal(test::host(net.template layer<4>().weight_grad()), test::host(l2.weight_grad()));
+}
+
 BACKEND_TEST_CASE("batch_norm: batch statistics, running statistics, evaluation mode", "[nn]") {
   using tensor_b = tensor<double, B>;
   const index_t n = 8, c = 3;

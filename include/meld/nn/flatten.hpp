@@ -16,12 +16,15 @@ class flatten : public stateless_layer<T, B> {
  public:
   using typename layer_base<T, B>::tensor_type;
 
-  /// x: {batch, ...} -> {batch, product of the rest}. Throws shape_error for a scalar.
-  tensor_type forward(const tensor_type& x) {
+  /// x: {batch, ...} -> {batch, product of the rest}, a copy. Throws shape_error for a scalar.
+  tensor_type forward(const tensor_type& x) { return tensor_type(forward_view(x)); }
+  /// The same as a view of x's elements, without the copy (a view holds x's storage).
+  /// nn::sequential hands it so to a next layer whose forward takes views (linear).
+  tensor_view<const T, B> forward_view(const tensor_type& x) {
     if (x.rank() < 1) throw shape_error("flatten: the input is a scalar, it has no batch axis");
     input_shape_ = x.shape();
     forwarded_ = true;
-    return tensor_type(x.reshape(flat_shape()));
+    return x.reshape(flat_shape());
   }
   /// grad_output reshaped to the last forward's input shape; std::logic_error without a forward.
   tensor_type backward(const tensor_type& grad_output) {

@@ -47,7 +47,10 @@ class linear : public weighted_layer<T, B> {
   }
 
   /// x: {batch, in} -> {batch, out}.
-  tensor_type forward(const tensor_type& x) {
+  tensor_type forward(const tensor_type& x) { return forward(x.view()); }
+  /// The same for a view of {batch, in} elements (flatten's output, handed on by nn::sequential
+  /// without a copy); backward keeps the view, and so its storage.
+  tensor_type forward(const tensor_view<const T, B>& x) {
     if (x.rank() != 2 || x.shape()[1] != in_)
       throw shape_error(detail::cat(this->name_, ": the input has shape ", x.shape(),
                                     ", expected {batch, ", in_, "}"));

@@ -31,6 +31,17 @@ namespace meld::nn {
 /// @{
 
 namespace detail {
+// A layer whose output can be a view of its input (flatten: forward_view) and a next layer with a
+// forward that takes that view (linear; not one that would copy it into a tensor): the output is
+// handed on without a copy.
+template <class Tensor>
+using const_view_t = tensor_view<const typename Tensor::value_type, typename Tensor::backend_type>;
+template <class L, class Next, class Tensor>
+concept view_handoff = requires(L& l, const Tensor& x) {
+  { l.forward_view(x) } -> std::same_as<const_view_t<Tensor>>;
+  static_cast<Tensor (Next::*)(const const_view_t<Tensor>&)>(&Next::forward);
+};
+
 // Layers that can skip their input gradient offer backward(grad, bool input_gradient).
 template <class L, class Tensor>
 concept partial_backward = requires(L& l, const Tensor& g) {
@@ -179,12 +190,19 @@ class sequential {
     });
   }
 
-  template <std::size_t I>
-  tensor_type forward_from(const tensor_type& x) {
-    if constexpr (I + 1 == size)
-      return std::get<I>(layers_).forward(x);
-    else
-      return forward_from<I + 1>(std::get<I>(layers_).forward(x));
+  // x is a tensor, or a view that layer I takes (see detail::view_handoff).
+  template <std::size_t I, class X>
+  tensor_type forward_from(const X& x) {
+    auto& layer = std::get<I>(layers_);
+    if constexpr (I + 1 == size) {
+      return layer.forward(x);
+    } else {
+      using next = std::tuple_element_t<I + 1, std::tuple<Layers...>>;
+      if constexpr (detail::view_handoff<std::remove_cvref_t<decltype(layer)>, next, tensor_type>)
+        return forward_from<I + 1>(layer.forward_view(x));
+      else
+        return forward_from<I + 1>(layer.forward(x));
+    }
   }
 
   struct no_hook {
