@@ -67,13 +67,12 @@ on_cores() {  # threads, command...: the command on cores 0 .. threads-1
   fi
 }
 rate_of() { sed -n 's/.*samples_per_sec=\([0-9.]*\).*/\1/p'; }
-faster() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN { print (b > a ? b : a) }'; }
 cores=$(nproc)
 meld_run() {  # executable, threads -> samples/s
   local run=("$1" --model "$model" --epochs 1 --limit "$limit")
   if [[ $2 == all ]]; then  # every core, unpinned: the faster of 1 worker and one per core
-    faster "$(MELD_NUM_THREADS=$cores "${run[@]}" --threads "$cores" 2>/dev/null | rate_of)" \
-      "$("${run[@]}" --workers "$cores" --threads 1 2>/dev/null | rate_of)"
+    echo "$(MELD_NUM_THREADS=$cores "${run[@]}" --threads "$cores" 2>/dev/null | rate_of)" \
+      "$("${run[@]}" --workers "$cores" --threads 1 2>/dev/null | rate_of)" | best
   else
     MELD_NUM_THREADS=$2 on_cores "$2" "${run[@]}" --threads "$2" 2>/dev/null | rate_of
   fi
@@ -81,7 +80,7 @@ meld_run() {  # executable, threads -> samples/s
 # The best GFLOP/s of meld's 1024 and 2048 products on `threads` threads and cores.
 peak_run() {
   on_cores "$1" "$build/benchmarks/bench_matmul" --benchmark_filter="^meld/n:(1024|2048)/threads:$1/" \
-    2>/dev/null | sed -n 's/.*GFLOP\/s=\([0-9.]*\)\/s.*/\1/p' | sort -g | tail -1
+    2>/dev/null | sed -n 's/.*GFLOP\/s=\([0-9.]*\)\/s.*/\1/p' | best
 }
 measure_peak=0
 if [[ $model == mlp && -x $build/benchmarks/bench_matmul ]]; then measure_peak=1; fi
@@ -92,7 +91,7 @@ mlp_flops=$(((784 * 256 + 256 * 128 + 128 * 10) * 2 * 2 + (256 * 128 + 128 * 10)
 # AVX-512 kernel forced (it falls back to an older kernel on CPUs newer than it knows); the faster
 # of the two runs counts.
 torch_run() {
-  local best=0 configs coretypes=detected
+  local rates="" configs coretypes=detected
   if grep -qw avx512f /proc/cpuinfo 2> /dev/null; then coretypes+=" SkylakeX"; fi
   if [[ $1 == all ]]; then  # every core, unpinned, OpenBLAS's own thread count: 1 or N intra-op
     configs="1:default $cores:default"
@@ -106,11 +105,11 @@ torch_run() {
       [[ $blas == default ]] || env_args+=(OPENBLAS_NUM_THREADS="$blas" OMP_NUM_THREADS="$blas")
       local pin=("on_cores" "$t")
       [[ $1 == all ]] && pin=()
-      best=$(faster "$best" "$("${pin[@]}" env "${env_args[@]}" "$python" "$here/lenet_torch.py" \
-        --model "$model" --threads "$t" --limit "$limit" | rate_of)")
+      rates+="$("${pin[@]}" env "${env_args[@]}" "$python" "$here/lenet_torch.py" \
+        --model "$model" --threads "$t" --limit "$limit" | rate_of) "
     done
   done
-  echo "$best"
+  echo "$rates" | best
 }
 
 echo "$model, 1 epoch of $limit images, batch 256; samples/s, $reps interleaved repetitions"
@@ -125,7 +124,7 @@ for t in $threads; do
     for e in $exes; do m_runs[${e%%=*}]+="$(meld_run "${e#*=}" "$t") "; done
     if ((have_torch)); then t_runs+="$(torch_run "$t") "; fi
     if ((measure_peak)); then
-      peak=$(faster "$peak" "$(peak_run "$([[ $t == all ]] && echo "$cores" || echo "$t")")")
+      peak=$(echo "$peak $(peak_run "$([[ $t == all ]] && echo "$cores" || echo "$t")")" | best)
     fi
   done
   p="-" pb="-"
