@@ -35,7 +35,7 @@ using scalar_result_t =
 
 // The result type of reducing expression E with reducer R.
 template <class R, class E>
-using reduce_result_t = typename R::template result<value_t<E>>;
+using reduce_result_t = typename R::template result<detail::compute_t<value_t<E>>>;
 
 namespace detail {
 // Host code that reads or writes elements (data(), begin(), element access, item(), spans)

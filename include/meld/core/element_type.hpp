@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "bfloat16.hpp"
+
 namespace meld {
 
 /// \addtogroup core
@@ -16,9 +18,11 @@ namespace meld {
 template <class T>
 struct is_element_type
     : std::bool_constant<std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                         std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>> {};
+                         std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t> ||
+                         std::is_same_v<T, bfloat16>> {};
 
-/// A type a tensor stores (const or not): float, double, std::int32_t, std::int64_t, and what a
+/// A type a tensor stores (const or not): float, double, std::int32_t, std::int64_t, bfloat16
+/// (core/bfloat16.hpp: stored in 16 bits, computed in float), and what a
 /// backend adds through is_element_type. The kernels, and the element codes that communicators
 /// and checkpoints record, exist for these only.
 template <class T>
@@ -42,6 +46,8 @@ constexpr const char* type_name() {
     return "int64";
   else if constexpr (std::is_same_v<T, bool>)
     return "bool";
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return "bfloat16";
   else
     return "unknown";
 }
@@ -60,6 +66,8 @@ constexpr std::uint8_t element_code() {
     return 4;
   else if constexpr (std::is_same_v<T, std::uint8_t>)
     return 5;
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return 6;
   else
     return 0;
 }
@@ -77,6 +85,8 @@ constexpr const char* element_code_name(std::uint32_t code) {
       return "int64";
     case 5:
       return "uint8";
+    case 6:
+      return "bfloat16";
     default:
       return "an unknown element type";
   }
@@ -93,10 +103,27 @@ constexpr std::size_t element_code_size(std::uint32_t code) {
       return 8;
     case 5:
       return 1;
+    case 6:
+      return 2;
     default:
       return 0;
   }
 }
+
+namespace detail {
+// The type kernels compute in for a stored element type: float for the 16-bit floating types
+// (backends that store others, as CUDA's half, specialize it).
+template <class T>
+struct compute_type {
+  using type = T;
+};
+template <>
+struct compute_type<bfloat16> {
+  using type = float;
+};
+template <class T>
+using compute_t = typename compute_type<T>::type;
+}  // namespace detail
 
 /// A scalar combined with an expression of element type T is "weak", as in numpy: it takes T's type
 /// (2.0 * float tensor stays float, 2 * int32 tensor stays int32), except that a floating scalar

@@ -99,8 +99,9 @@ class map_expr : public expression_tag {
   using indices = std::index_sequence_for<A...>;
 
  public:
-  using value_type =
-      std::remove_cvref_t<decltype(std::declval<const Op&>()(std::declval<value_t<A>>()...))>;
+  // Operations compute in their operands' compute types (float for bfloat16 and half).
+  using value_type = std::remove_cvref_t<decltype(std::declval<const Op&>()(
+      std::declval<detail::compute_t<value_t<A>>>()...))>;
   using backend_type = common_backend_t<backend_t<A>...>;
   using operation = Op;
   static constexpr bool composite = true;  // see expr/walk.hpp

@@ -224,7 +224,7 @@ struct argmin {
 template <class R, class A>
 class reduce_expr : public expression_tag {
  public:
-  using value_type = typename R::template result<value_t<A>>;
+  using value_type = typename R::template result<detail::compute_t<value_t<A>>>;
   using backend_type = backend_t<A>;
   using reducer_type = R;
   using operand_type = A;

@@ -36,17 +36,6 @@ namespace meld::detail::cpu_eval {
 // would forgo.
 inline constexpr index_t stream_store_bytes = index_t(16) << 20;
 
-// The row function that writes a destination of `bytes` bytes, contiguous along its rows.
-template <class Batch, class T, class C>
-row_fn assign_row_for(index_t bytes) {
-  if constexpr (!std::is_void_v<Batch>) {
-    if constexpr (can_stream<Batch>)
-      if (bytes >= stream_store_bytes) return &assign_row_stream<Batch, T, C>;
-  }
-  (void)bytes;
-  return &assign_row<Batch, T, C>;
-}
-
 template <class R, class View, class E>
 void reduce_axis(const View& dst, const E& e, int axis);  // reduce_axis.hpp
 
@@ -61,6 +50,29 @@ template <class C, class T>
 inline constexpr bool simd_cursor = simd_capable<decltype(C::tree), T>::value;
 template <class C>
 inline constexpr int cursor_cost = cost_of<decltype(C::tree)>::value + C::leaf_count;
+
+// The batch in which a kernel writing T evaluates cursor C: batches of T's compute type (float for
+// bfloat16, rounded as it is stored), or void for the scalar loop (mixed element types).
+template <class C, class T>
+using assign_batch_t =
+    std::conditional_t<simd_cursor<C, compute_t<T>>, batch_for<compute_t<T>>, void>;
+// Whether rows of T are written from batches of their own type (so may be streamed).
+template <class Batch, class T>
+inline constexpr bool streams = [] {
+  if constexpr (std::is_void_v<Batch>)
+    return false;
+  else
+    return std::is_same_v<typename Batch::value_type, T> && can_stream<Batch>;
+}();
+
+// The row function that writes a destination of `bytes` bytes, contiguous along its rows.
+template <class Batch, class T, class C>
+row_fn assign_row_for(index_t bytes) {
+  if constexpr (streams<Batch, T>)
+    if (bytes >= stream_store_bytes) return &assign_row_stream<Batch, T, C>;
+  (void)bytes;
+  return &assign_row<Batch, T, C>;
+}
 
 // What the planned path needs of an expression: its row kernels (the plain one, and one with
 // streaming stores or null) and its cursor, type-erased.
@@ -101,7 +113,7 @@ MELD_NOINLINE bool assign_flat(index_t n, char* const* ptrs, const std::size_t* 
         overlaps({lo, lo + std::uintptr_t(n) * elems[i]}, d))
       return false;
   }
-  using Batch = std::conditional_t<simd_cursor<C, T>, batch_for<T>, void>;
+  using Batch = assign_batch_t<C, T>;
   const index_t chunks = chunk_count(n, cursor_cost<C>);
   const index_t bytes = n * index_t(sizeof(T));
   if (chunks == 1 && bytes < stream_store_bytes) {
@@ -131,11 +143,9 @@ template <class T, class C>
 void assign_planned(T* dst, const shape_t& shape, const strides_t& strides, const C& src,
                     const leaf_table<C::leaf_count>& table) {
   static_assert(std::is_trivially_copyable_v<C>);
-  using Batch = std::conditional_t<simd_cursor<C, T>, batch_for<T>, void>;
+  using Batch = assign_batch_t<C, T>;
   row_fn stream = nullptr;
-  if constexpr (!std::is_void_v<Batch>) {
-    if constexpr (can_stream<Batch>) stream = &assign_row_stream<Batch, T, C>;
-  }
+  if constexpr (streams<Batch, T>) stream = &assign_row_stream<Batch, T, C>;
   if (chunk_count(shape.product(), cursor_cost<C>) > 1) check_compiled_isa();
   const planned_source s{&assign_row<Batch, T, C>, stream, &src, sizeof(C), cursor_cost<C>};
   assign_planned(reinterpret_cast<char*>(dst), sizeof(T), shape, strides, s, table.leaves,
@@ -179,7 +189,7 @@ void assign(const View& dst, const E& e) {
         !reads_destination(dst, e))
       return gemm_into(T(1), e.lhs(), e.rhs(), T(0), dst);
   }
-  if constexpr (is_reduce_expr<E>) {
+  if constexpr (is_reduce_expr<E> && std::is_same_v<T, typename E::value_type>) {
     if (e.shape() == dst.shape() && !reads_destination(dst, e))
       return reduce_axis<typename E::reducer_type>(dst, e.operand(), e.axis());
   }

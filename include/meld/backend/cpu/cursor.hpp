@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "../../core/bfloat16.hpp"
 #include "../../core/config.hpp"
 #include "simd.hpp"
 
@@ -178,6 +179,67 @@ MELD_INLINE void stream_fence() {
 #endif
 }
 
+// ---- bfloat16 rows: widened to float on load, rounded on store ----------------------------------
+
+// The `Batch::size` (float lanes) bfloat16 values at p, as floats: each value's 16 bits become the
+// upper half of a float, which is exact.
+template <class Batch>
+MELD_INLINE Batch widen_bfloat16(const bfloat16* p) {
+  [[maybe_unused]] const auto* q = reinterpret_cast<const std::uint16_t*>(p);
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, typename Batch::arch_type>)
+    return Batch(_mm512_castsi512_ps(_mm512_slli_epi32(
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))), 16)));
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_base_of_v<xsimd::avx2, typename Batch::arch_type>)
+    return Batch(_mm256_castsi256_ps(_mm256_slli_epi32(
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))), 16)));
+#endif
+  alignas(64) float buffer[Batch::size];
+  for (std::size_t l = 0; l < Batch::size; ++l) buffer[l] = p[l];
+  return Batch::load_aligned(buffer);
+}
+
+// Stores the float lanes of v at p rounded to bfloat16 (to nearest, ties to even; NaN stays a
+// quiet NaN), as bfloat16's conversion does one value at a time.
+template <class Batch>
+MELD_INLINE void narrow_bfloat16(bfloat16* p, const Batch& v) {
+  [[maybe_unused]] auto* q = reinterpret_cast<std::uint16_t*>(p);
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, typename Batch::arch_type>) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    return _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm512_cvtepi32_epi16(r));
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_base_of_v<xsimd::avx2, typename Batch::arch_type>) {
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    // |u| > infinity's bits, compared as signed: both sides are below 2^31
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                           _mm256_set1_epi32(0x7f800000));
+    const __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);
+    // 32 -> 16 bits: packus works within 128-bit halves; the permute puts both halves' results
+    // in the low half (the values are below 2^16, so the unsigned saturation never bites).
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    return _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm256_castsi256_si128(packed));
+  }
+#endif
+  alignas(64) float buffer[Batch::size];
+  v.store_aligned(buffer);
+  for (std::size_t l = 0; l < Batch::size; ++l) p[l] = bfloat16(buffer[l]);
+}
+
 // ---- leaves -------------------------------------------------------------------------------------
 
 template <class T>
@@ -198,6 +260,30 @@ struct leaf_cursor {
   template <class Batch>
   MELD_INLINE Batch load_tail(index_t j, index_t count) const {
     return load_partial<Batch>(row + j, count);
+  }
+};
+
+// A bfloat16 leaf reads as float: the tree above it computes in float.
+template <>
+struct leaf_cursor<bfloat16> {
+  using value_type = float;
+  static constexpr int leaf_count = 1;
+
+  const bfloat16* row = nullptr;
+
+  MELD_INLINE void set_rows(char* const* rows, int& k) {
+    row = reinterpret_cast<const bfloat16*>(rows[k++]);
+  }
+  MELD_INLINE float get(index_t j) const { return row[j]; }
+  template <class Batch>
+  MELD_INLINE Batch load(index_t j) const {
+    return widen_bfloat16<Batch>(row + j);
+  }
+  template <class Batch>
+  MELD_INLINE Batch load_tail(index_t j, index_t count) const {
+    alignas(64) bfloat16 buffer[Batch::size] = {};
+    for (index_t l = 0; l < count; ++l) buffer[l] = row[j + l];
+    return widen_bfloat16<Batch>(buffer);
   }
 };
 
@@ -252,6 +338,34 @@ struct dest_cursor {
       store_tail<Batch>(j, count, xsimd::select(v, Batch(T(1)), Batch(T(0))));
     } else {
       store_partial<Batch>(row + j, count, v);
+    }
+  }
+};
+
+// A bfloat16 destination takes float values (batches of float), rounded as they are stored.
+template <>
+struct dest_cursor<bfloat16> {
+  bfloat16* row = nullptr;
+
+  template <class V>
+  MELD_INLINE void put(index_t j, const V& v) const {
+    row[j] = bfloat16(static_cast<float>(v));
+  }
+  template <class Batch, class V>
+  MELD_INLINE void store(index_t j, const V& v) const {
+    if constexpr (!std::is_same_v<V, Batch>)
+      store<Batch>(j, xsimd::select(v, Batch(1.f), Batch(0.f)));
+    else
+      narrow_bfloat16<Batch>(row + j, v);
+  }
+  template <class Batch, class V>
+  MELD_INLINE void store_tail(index_t j, index_t count, const V& v) const {
+    if constexpr (!std::is_same_v<V, Batch>) {
+      store_tail<Batch>(j, count, xsimd::select(v, Batch(1.f), Batch(0.f)));
+    } else {
+      alignas(64) bfloat16 buffer[Batch::size];
+      narrow_bfloat16<Batch>(buffer, v);
+      for (index_t l = 0; l < count; ++l) row[j + l] = buffer[l];
     }
   }
 };

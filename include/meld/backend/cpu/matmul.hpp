@@ -91,15 +91,25 @@ void detach(strided_operand<T>& x, const byte_span& out) {
 // and copied first when they overlap c).
 template <class T, class A, class B, class C>
 void gemm_into(T alpha, const A& a_expr, const B& b_expr, T beta, const C& c_view) {
-  strided_operand<T> a = as_strided<T>(a_expr), b = as_strided<T>(b_expr);
-  if (c_view.size() != 0) {
-    const byte_span out = span_of(reinterpret_cast<const char*>(c_view.raw_data()), c_view.shape(),
-                                  c_view.strides(), sizeof(T));
-    detach(a, out);
-    detach(b, out);
+  if constexpr (!std::is_same_v<T, compute_t<T>>) {
+    // bfloat16: the operands widened to float (exactly), a float product (float accumulation),
+    // rounded once as it is stored. A converting fallback: the CPU kernels multiply floats.
+    using F = compute_t<T>;
+    tensor<F, cpu<>> c(c_view.shape(), uninitialized);
+    if (static_cast<F>(beta) != F(0)) assign(c, c_view);
+    gemm_into(static_cast<F>(alpha), a_expr, b_expr, static_cast<F>(beta), c);
+    assign(c_view, c);
+  } else {
+    strided_operand<T> a = as_strided<T>(a_expr), b = as_strided<T>(b_expr);
+    if (c_view.size() != 0) {
+      const byte_span out = span_of(reinterpret_cast<const char*>(c_view.raw_data()),
+                                    c_view.shape(), c_view.strides(), sizeof(T));
+      detach(a, out);
+      detach(b, out);
+    }
+    gemm_strided<T>(alpha, a, b, beta, const_cast<T*>(c_view.raw_data()), c_view.shape(),
+                    c_view.strides());
   }
-  gemm_strided<T>(alpha, a, b, beta, const_cast<T*>(c_view.raw_data()), c_view.shape(),
-                  c_view.strides());
 }
 
 template <class A, class B>

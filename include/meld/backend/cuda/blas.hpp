@@ -72,9 +72,8 @@ inline cublasHandle_t cublas_handle(int device, cudaStream_t stream) {
 
 // Whether cuBLAS multiplies matrices of T (else: meld's gemm_kernel).
 template <class T>
-inline constexpr bool has_cublas_type =
-    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, __half> ||
-    std::is_same_v<T, __nv_bfloat16>;
+inline constexpr bool has_cublas_type = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                                        std::is_same_v<T, __half> || std::is_same_v<T, bfloat16>;
 
 template <class T>
 constexpr cudaDataType_t cuda_type() {
