@@ -4,7 +4,7 @@
 //
 //   train_fashion_mnist [--model mlp|lenet] [--epochs N] [--batch N] [--lr X] [--seed N]
 //                       [--threads N] [--optimizer sgd|adam] [--log FILE] [--data DIR]
-//                       [--limit N] [--workers K] [--no-prefetch]
+//                       [--limit N] [--workers K] [--no-prefetch] [--precision float|bf16]
 //                       [--save PATH [--save-every N]] [--resume PATH] [--verbose]
 //                       [--trace FILE] [--bucket-kb N] [--shard-optimizer] [--help]
 //                       [--version]
@@ -123,23 +123,30 @@ meld::data_parallel_options dp_options(const options& o) {
   return d;
 }
 
+// What the linear layers' products read (--precision).
+nn::linear_options linear_options(const options& o) {
+  return {.precision = o.precision == "bf16" ? nn::precision::bfloat16 : nn::precision::float32};
+}
+
 // The MLP of the issue: 784-256-128-10 with ReLU.
-auto make_mlp() {
+auto make_mlp(const options& o) {
   using B = backend;
-  return nn::sequential(nn::flatten<float, B>(), nn::linear<float, B>(784, 256),
-                        nn::relu<float, B>(), nn::linear<float, B>(256, 128), nn::relu<float, B>(),
-                        nn::linear<float, B>(128, 10));
+  const nn::linear_options l = linear_options(o);
+  return nn::sequential(nn::flatten<float, B>(), nn::linear<float, B>(784, 256, l),
+                        nn::relu<float, B>(), nn::linear<float, B>(256, 128, l),
+                        nn::relu<float, B>(), nn::linear<float, B>(128, 10, l));
 }
 
 // The LeNet of d2l's multi-GPU chapter: conv 3x3 (20) - ReLU - avg pool 2 - conv 5x5 (50) -
-// ReLU - avg pool 2 - dense 128 - ReLU - dense 10.
-auto make_lenet() {
+// ReLU - avg pool 2 - dense 128 - ReLU - dense 10. (--precision applies to the dense layers.)
+auto make_lenet(const options& o) {
   using B = backend;
+  const nn::linear_options l = linear_options(o);
   return nn::sequential(nn::conv2d<float, B>(1, 20, 3), nn::relu<float, B>(),
                         nn::avg_pool2d<float, B>(2), nn::conv2d<float, B>(20, 50, 5),
                         nn::relu<float, B>(), nn::avg_pool2d<float, B>(2), nn::flatten<float, B>(),
-                        nn::linear<float, B>(800, 128), nn::relu<float, B>(),
-                        nn::linear<float, B>(128, 10));
+                        nn::linear<float, B>(800, 128, l), nn::relu<float, B>(),
+                        nn::linear<float, B>(128, 10, l));
 }
 
 // A permutation of [0, n) from a seeded stream (Fisher-Yates).
@@ -730,8 +737,9 @@ int main(int argc, char** argv) {
           o.backend.c_str(), meld::num_threads(), meld::num_threads() == 1 ? "" : "s");
     std::fflush(stdout);
     const bool under_mpi = static_cast<bool>(mpi);
-    const int status = o.model == "mlp" ? run(make_mlp, o, train_set, test_set, under_mpi)
-                                        : run(make_lenet, o, train_set, test_set, under_mpi);
+    const int status = o.model == "mlp"
+                           ? run([&] { return make_mlp(o); }, o, train_set, test_set, under_mpi)
+                           : run([&] { return make_lenet(o); }, o, train_set, test_set, under_mpi);
     if (!o.trace.empty()) meld::trace::stop();  // writes the file
     return status;
   } catch (const std::exception& e) {

@@ -140,6 +140,12 @@ options parse(int argc, char** argv, options defaults, const build_facts& build)
                  "sgd (Nesterov momentum 0.9, cosine learning-rate decay) or adam")
       ->type_name("sgd|adam")
       ->check(one_of({"sgd", "adam"}));
+  app.add_option("--precision", o.precision,
+                 "float, or bf16: the linear layers multiply bfloat16 copies of their\n"
+                 "weights, inputs and output gradients, accumulating in float, with\n"
+                 "float master weights and optimizer state (nn::precision)")
+      ->type_name("float|bf16")
+      ->check(one_of({"float", "bf16"}));
   app.add_option("--log", o.log,
                  "write a CSV line per epoch: epoch, train and test loss, train\n"
                  "and test accuracy, samples/s, seconds, learning rate at the\n"

@@ -2,6 +2,7 @@
 // loss against naive references; the sequential container; errors. On every backend: the
 // operands are made on the host, the references are computed from those host copies (plain loops,
 // written once for the host), and the results come back through test::host.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -205,6 +206,34 @@ BACKEND_TEST_CASE("linear: forward is x W^T + b, backward accumulates parameter 
   // Without the input gradient: parameters only (the same), an empty tensor back.
   REQUIRE(fc.backward(g, false).size() == 0);
   require_equal(test::host(fc.weight_grad()), once);
+}
+
+BACKEND_TEST_CASE("linear in bfloat16 precision: products of the rounded operands, float results",
+                  "[nn][bfloat16]") {
+  // Each float rounded to bfloat16 and back (the scalar conversion, checked over every value).
+  auto rounded = [](const tensor<float>& t) {
+    tensor<float> r(t.shape());
+    std::transform(t.begin(), t.end(), r.begin(), [](float v) { return float(meld::bfloat16(v)); });
+    return r;
+  };
+  nn::linear<float, B> fc(37, 23, {.seed = 1, .precision = nn::precision::bfloat16});
+  REQUIRE(fc.replica().precision() == nn::precision::bfloat16);
+  const auto hb = test::random_tensor<float>({23}, 2);
+  fc.bias() = test::on<B>(hb);
+  const auto hx = test::random_tensor<float>({9, 37}, 3);
+  const tensor<float, B> y = fc.forward(test::on<B>(hx));
+  const tensor<float> w = test::host(fc.weight());  // the float master weights, unchanged
+  require_close(test::host(y), naive_linear(rounded(hx), rounded(w), hb), 1e-5);
+  // The rounding shows: the float layer's output differs.
+  const tensor<double> y_double = meld::cast<double>(test::host(y));
+  REQUIRE(sum_abs_diff(y_double, naive_linear(hx, w, hb)) > 1e-3);
+
+  const auto hg = test::random_tensor<float>({9, 23}, 4);
+  fc.zero_grad();
+  require_close(test::host(fc.backward(test::on<B>(hg))), naive_input_grad(rounded(hg), rounded(w)),
+                1e-5);
+  require_close(test::host(fc.weight_grad()), naive_weight_grad(rounded(hg), rounded(hx), 1), 1e-5);
+  require_close(test::host(fc.bias_grad()), naive_bias_grad(hg), 1e-5);  // from the float gradient
 }
 
 BACKEND_TEST_CASE("activations match std:: functions", "[nn]") {
