@@ -41,6 +41,7 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--precision", choices=["float", "bf16"], default="float")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -81,7 +82,9 @@ def main():
             idx = perm[b * a.batch:(b + 1) * a.batch]
             xb, yb = x[idx], y[idx]
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
+            # bf16: CPU autocast runs the linear and convolution layers in bfloat16
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+                loss = loss_fn(model(xb), yb)
             loss.backward()
             opt.step()
         last_loss = float(loss)

@@ -26,6 +26,9 @@
 #   (--workers), PyTorch the faster of 1 and N intra-op threads, OpenBLAS at its own thread count
 #   (every core). PYTHON is the interpreter with torch
 #   (default /usr/bin/python3). Without torch, meld alone is measured and the ratio is skipped.
+#   PRECISION=bf16 trains both sides in bfloat16 mixed precision: meld's --precision bf16 (its
+#   linear layers' products read bfloat16 copies, float accumulation) and PyTorch's
+#   torch.autocast("cpu", dtype=torch.bfloat16) around the forward pass and the loss.
 #   MELD_EXES="name=path ..." measures several builds of the example instead (e.g. before and
 #   after a change), each interleaved with the others and torch, one table row each.
 set -euo pipefail
@@ -36,6 +39,7 @@ reps=${2:-3}
 limit=${3:-15000}
 threads=${THREADS:-1 2}
 model=${MODEL:-lenet}
+precision=${PRECISION:-float}
 python=${PYTHON:-/usr/bin/python3}
 exes=${MELD_EXES:-meld=$build/examples/train_fashion_mnist}
 
@@ -69,7 +73,7 @@ on_cores() {  # threads, command...: the command on cores 0 .. threads-1
 rate_of() { sed -n 's/.*samples_per_sec=\([0-9.]*\).*/\1/p'; }
 cores=$(nproc)
 meld_run() {  # executable, threads -> samples/s
-  local run=("$1" --model "$model" --epochs 1 --limit "$limit")
+  local run=("$1" --model "$model" --epochs 1 --limit "$limit" --precision "$precision")
   if [[ $2 == all ]]; then  # every core, unpinned: the faster of 1 worker and one per core
     echo "$(MELD_NUM_THREADS=$cores "${run[@]}" --threads "$cores" 2>/dev/null | rate_of)" \
       "$("${run[@]}" --workers "$cores" --threads 1 2>/dev/null | rate_of)" | best
@@ -106,13 +110,13 @@ torch_run() {
       local pin=("on_cores" "$t")
       [[ $1 == all ]] && pin=()
       rates+="$("${pin[@]}" env "${env_args[@]}" "$python" "$here/lenet_torch.py" \
-        --model "$model" --threads "$t" --limit "$limit" | rate_of) "
+        --model "$model" --threads "$t" --limit "$limit" --precision "$precision" | rate_of) "
     done
   done
   echo "$rates" | best
 }
 
-echo "$model, 1 epoch of $limit images, batch 256; samples/s, $reps interleaved repetitions"
+echo "$model ($precision), 1 epoch of $limit images, batch 256; samples/s, $reps interleaved repetitions"
 echo
 steps=()
 echo "| threads | build | meld (median) | torch (median) | meld / torch | meld (best) | torch (best) | best / best | meld runs | torch runs |"
