@@ -108,9 +108,13 @@ struct comm_options {
 
 namespace detail::distributed {
 
+// The element types communicators carry: those with an element code, arithmetic ones only (the
+// reduction kernels add, multiply and compare elements in their own type, which bfloat16 is not
+// computed in).
 template <class T>
-concept comm_element = element_code<std::remove_const_t<T>>()
-!= 0;
+inline constexpr bool carried_element = std::is_arithmetic_v<T>&& element_code<T>() != 0;
+template <class T>
+concept comm_element = carried_element<std::remove_const_t<T>>;
 
 // What one rank called: the unit that debug mode exchanges and error messages print.
 struct call_info {

@@ -46,6 +46,8 @@ namespace detail {
 // The dtype string numpy writes for T, little-endian.
 template <class T>
 constexpr const char* npy_descr() {
+  static_assert(std::is_arithmetic_v<T>,
+                "meld::write_npy: numpy has no bfloat16 dtype; write meld::cast<float>(t)");
   if constexpr (std::is_same_v<T, float>)
     return "<f4";
   else if constexpr (std::is_same_v<T, double>)
@@ -289,7 +291,7 @@ T load_element(const unsigned char* p, bool swap) {
 /// Reads a .npy image in memory (see load_npy). `name` is what error messages call it.
 template <class T, class Backend = cpu<>>
 tensor<T, Backend> read_npy(std::span<const unsigned char> bytes, std::string_view name = "npy") {
-  static_assert(element_type<T> && !std::is_const_v<T>,
+  static_assert(element_type<T> && std::is_arithmetic_v<T> && !std::is_const_v<T>,
                 "meld::read_npy<T>: T must be float, double, std::int32_t or std::int64_t");
   const detail::npy_header h = detail::read_npy_header(bytes, name);
   const char kind = std::is_floating_point_v<T> ? 'f' : 'i';
