@@ -123,27 +123,28 @@ meld::data_parallel_options dp_options(const options& o) {
   return d;
 }
 
-// What the linear layers' products read (--precision).
-nn::linear_options linear_options(const options& o) {
-  return {.precision = o.precision == "bf16" ? nn::precision::bfloat16 : nn::precision::float32};
+// What the layers' products read (--precision).
+nn::precision precision_of(const options& o) {
+  return o.precision == "bf16" ? nn::precision::bfloat16 : nn::precision::float32;
 }
 
 // The MLP of the issue: 784-256-128-10 with ReLU.
 auto make_mlp(const options& o) {
   using B = backend;
-  const nn::linear_options l = linear_options(o);
+  const nn::linear_options l{.precision = precision_of(o)};
   return nn::sequential(nn::flatten<float, B>(), nn::linear<float, B>(784, 256, l),
                         nn::relu<float, B>(), nn::linear<float, B>(256, 128, l),
                         nn::relu<float, B>(), nn::linear<float, B>(128, 10, l));
 }
 
 // The LeNet of d2l's multi-GPU chapter: conv 3x3 (20) - ReLU - avg pool 2 - conv 5x5 (50) -
-// ReLU - avg pool 2 - dense 128 - ReLU - dense 10. (--precision applies to the dense layers.)
+// ReLU - avg pool 2 - dense 128 - ReLU - dense 10.
 auto make_lenet(const options& o) {
   using B = backend;
-  const nn::linear_options l = linear_options(o);
-  return nn::sequential(nn::conv2d<float, B>(1, 20, 3), nn::relu<float, B>(),
-                        nn::avg_pool2d<float, B>(2), nn::conv2d<float, B>(20, 50, 5),
+  const nn::linear_options l{.precision = precision_of(o)};
+  const nn::conv2d_options c{.precision = precision_of(o)};
+  return nn::sequential(nn::conv2d<float, B>(1, 20, 3, c), nn::relu<float, B>(),
+                        nn::avg_pool2d<float, B>(2), nn::conv2d<float, B>(20, 50, 5, c),
                         nn::relu<float, B>(), nn::avg_pool2d<float, B>(2), nn::flatten<float, B>(),
                         nn::linear<float, B>(800, 128, l), nn::relu<float, B>(),
                         nn::linear<float, B>(128, 10, l));

@@ -141,9 +141,10 @@ options parse(int argc, char** argv, options defaults, const build_facts& build)
       ->type_name("sgd|adam")
       ->check(one_of({"sgd", "adam"}));
   app.add_option("--precision", o.precision,
-                 "float, or bf16: the linear layers multiply bfloat16 copies of their\n"
-                 "weights, inputs and output gradients, accumulating in float, with\n"
-                 "float master weights and optimizer state (nn::precision)")
+                 "float, or bf16: the linear and convolution layers multiply their\n"
+                 "weights, inputs and output gradients rounded to bfloat16,\n"
+                 "accumulating in float, with float master weights and optimizer\n"
+                 "state (nn::precision)")
       ->type_name("float|bf16")
       ->check(one_of({"float", "bf16"}));
   app.add_option("--log", o.log,

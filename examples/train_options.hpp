@@ -27,7 +27,7 @@ struct options {
   std::uint64_t seed = 0;
   int threads = 0;  // 0: meld's default (MELD_NUM_THREADS or every core)
   std::string optimizer = "sgd";
-  std::string precision = "float";  // or "bf16": the linear layers' products (nn::precision)
+  std::string precision = "float";  // or "bf16": what the layers' products read (nn::precision)
   std::string log;                  // a CSV line per epoch, when set
   std::string data;
   std::int64_t limit = 0;  // 0: every training image

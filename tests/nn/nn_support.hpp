@@ -14,6 +14,15 @@
 
 namespace nn_test {
 
+// Each element rounded to bfloat16 and back (the scalar conversion, which
+// tests/core/test_bfloat16.cpp checks over every value): what nn::precision::bfloat16's products
+// read.
+inline meld::tensor<float> rounded_to_bfloat16(const meld::tensor<float>& t) {
+  meld::tensor<float> r(t.shape());
+  std::transform(t.begin(), t.end(), r.begin(), [](float v) { return float(meld::bfloat16(v)); });
+  return r;
+}
+
 using meld::index_t;
 using meld::tensor;
 

@@ -98,6 +98,39 @@ BACKEND_TEST_CASE("conv2d in float over a batch spanning several column chunks",
   require_close(test::host(y), want, 1e-4);
 }
 
+BACKEND_TEST_CASE("conv2d in bfloat16 precision: products of the rounded operands",
+                  "[nn][bfloat16]") {
+  const auto rounded = nn_test::rounded_to_bfloat16;
+  // 3 x 3 x 3 x 20 x 20 = 10,800 column elements per sample: 24 per chunk, 50 in 3 chunks.
+  nn::conv2d<float, B> conv(3, 4, 3,
+                            {.padding = 1, .seed = 3, .precision = nn::precision::bfloat16});
+  REQUIRE(conv.replica().precision() == nn::precision::bfloat16);
+  const auto hb = test::random_tensor<float>({4}, 4);
+  conv.bias() = test::on<B>(hb);
+  const auto hx = test::random_tensor<float>({50, 3, 20, 20}, 5);
+  // The reference: a float layer with the rounded weights, given the rounded input and gradient.
+  nn::conv2d<float, B> ref(3, 4, 3, {.padding = 1});
+  ref.weight() = test::on<B>(rounded(test::host(conv.weight())));
+  ref.bias() = test::on<B>(hb);
+  require_close(test::host(conv.forward(test::on<B>(hx))),
+                test::host(ref.forward(test::on<B>(rounded(hx)))), 1e-5);
+  const auto hg = test::random_tensor<float>({50, 4, 20, 20}, 6);
+  conv.zero_grad();
+  ref.zero_grad();
+  require_close(test::host(conv.backward(test::on<B>(hg))),
+                test::host(ref.backward(test::on<B>(rounded(hg)))), 1e-5);
+  require_close(test::host(conv.weight_grad()), test::host(ref.weight_grad()), 1e-5);
+  // The bias gradient from the float gradient: sums over batch, rows and columns.
+  tensor<float> db({4});
+  for (index_t c = 0; c < 4; ++c) {
+    double s = 0;
+    for (index_t n = 0; n < 50; ++n)
+      for (index_t i = 0; i < 400; ++i) s += hg.data()[(n * 4 + c) * 400 + i];
+    db(c) = float(s);
+  }
+  require_close(test::host(conv.bias_grad()), db, 1e-4);
+}
+
 HOST_TEST_CASE("conv2d options survive g++ 12.2's AVX-512 {a, a, 0, 0} miscompile", "[nn]") {
   // g++ 12.2 -O2 -march=cooperlake builds a 256-bit stack constant {1, 1, 0, 0} with a
   // broadcast of 1; stride 1 followed by padding 0 would be exactly that constant.

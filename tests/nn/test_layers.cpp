@@ -2,7 +2,6 @@
 // loss against naive references; the sequential container; errors. On every backend: the
 // operands are made on the host, the references are computed from those host copies (plain loops,
 // written once for the host), and the results come back through test::host.
-#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -210,12 +209,7 @@ BACKEND_TEST_CASE("linear: forward is x W^T + b, backward accumulates parameter 
 
 BACKEND_TEST_CASE("linear in bfloat16 precision: products of the rounded operands, float results",
                   "[nn][bfloat16]") {
-  // Each float rounded to bfloat16 and back (the scalar conversion, checked over every value).
-  auto rounded = [](const tensor<float>& t) {
-    tensor<float> r(t.shape());
-    std::transform(t.begin(), t.end(), r.begin(), [](float v) { return float(meld::bfloat16(v)); });
-    return r;
-  };
+  const auto rounded = nn_test::rounded_to_bfloat16;
   nn::linear<float, B> fc(37, 23, {.seed = 1, .precision = nn::precision::bfloat16});
   REQUIRE(fc.replica().precision() == nn::precision::bfloat16);
   const auto hb = test::random_tensor<float>({23}, 2);

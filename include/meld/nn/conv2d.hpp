@@ -20,6 +20,7 @@
 #include "../expr/reduce.hpp"
 #include "detail/window.hpp"
 #include "init.hpp"
+#include "precision.hpp"
 #include "weighted_layer.hpp"
 
 namespace meld::nn {
@@ -40,6 +41,9 @@ struct conv2d_options {
   /// The weight is drawn with PyTorch's default, U(+-1 / sqrt(in kh kw)), from this seed; the
   /// bias starts at 0. To initialize a whole model from one seed, use nn::initialize.
   std::uint64_t seed = 0;
+  /// What the products read: float, or the operands rounded to bfloat16 with float accumulation
+  /// (nn::precision).
+  nn::precision precision = nn::precision::float32;
 };
 
 /// The computation of a 2-d convolution, shared by nn::conv2d and autograd::conv2d (one home for
@@ -57,16 +61,19 @@ class conv2d_kernel {
 
   /// Kernel, stride and padding, with `name` the layer's in messages. Throws std::invalid_argument
   /// for a kernel or stride below 1 or a negative padding.
-  conv2d_kernel(std::string name, size2 kernel, size2 stride, size2 padding)
-      : name_(std::move(name)), geometry_{kernel, stride, padding} {
+  conv2d_kernel(std::string name, size2 kernel, size2 stride, size2 padding,
+                nn::precision precision = nn::precision::float32)
+      : name_(std::move(name)), geometry_{kernel, stride, padding}, precision_(precision) {
     geometry_.validate(name_);
   }
-  /// The geometry and name; no scratch.
-  conv2d_kernel(const conv2d_kernel& other) : name_(other.name_), geometry_(other.geometry_) {}
-  /// The geometry and name; no scratch.
+  /// The geometry, precision and name; no scratch.
+  conv2d_kernel(const conv2d_kernel& other)
+      : name_(other.name_), geometry_(other.geometry_), precision_(other.precision_) {}
+  /// The geometry, precision and name; no scratch.
   conv2d_kernel& operator=(const conv2d_kernel& other) {
     name_ = other.name_;
     geometry_ = other.geometry_;
+    precision_ = other.precision_;
     return *this;
   }
   conv2d_kernel(conv2d_kernel&&) noexcept = default;             ///< moves
@@ -85,7 +92,7 @@ class conv2d_kernel {
     for (index_t n0 = 0; n0 < n; n0 += chunk) {
       const index_t m = std::min(chunk, n - n0);
       window_ops<B>::im2col(x.slice(range(n0, n0 + m)), m, p, geometry_, columns(k, m * l));
-      product_ = matmul(w2, col_);  // {out, m oh ow}
+      multiply(w2, col_);  // product_ = W col: {out, m oh ow}
       // To {m, out, oh, ow}, adding the bias on the way.
       auto product = product_.reshape({out, m, l}).permute({1, 0, 2});
       auto y_chunk = y.slice(range(n0, n0 + m)).reshape({m, out, l});
@@ -114,11 +121,15 @@ class conv2d_kernel {
       const auto g2 = grad_chunk_.reshape({out, m * l});
       if (dw) {  // dW += g col^T, the columns rebuilt rather than kept since forward
         window_ops<B>::im2col(x.slice(range(n0, n0 + m)), m, p, geometry_, columns(k, m * l));
-        gemm(T(1), g2, col_.transpose(), T(1), dw->reshape({out, k}));
+        if (precision_ == nn::precision::bfloat16)
+          gemm(T(1), meld::cast<bfloat16>(g2), meld::cast<bfloat16>(col_.transpose()), T(1),
+               dw->reshape({out, k}));
+        else
+          gemm(T(1), g2, col_.transpose(), T(1), dw->reshape({out, k}));
       }
       if (db) *db += meld::sum(g2, 1);
       if (dx) {
-        product_ = matmul(w2.transpose(), g2);  // dcol = W^T g: {in kh kw, m oh ow}
+        multiply(w2.transpose(), g2);  // dcol = W^T g: {in kh kw, m oh ow}
         window_ops<B>::col2im_add(std::as_const(product_).view(), m, p, geometry_,
                                   dx->slice(range(n0, n0 + m)));
       }
@@ -133,8 +144,22 @@ class conv2d_kernel {
   size2 padding() const { return geometry_.padding; }
   /// The name in messages.
   const std::string& name() const { return name_; }
+  /// What the products read.
+  nn::precision precision() const { return precision_; }
 
  private:
+  // product_ = a b, of the operands rounded to bfloat16 (float accumulation) in that precision.
+  template <class A, class M>
+  void multiply(const A& a, const M& b) {
+    if (precision_ == nn::precision::bfloat16) {
+      const shape_t shape{a.shape()[0], b.shape()[1]};
+      if (!(product_.shape() == shape)) product_ = tensor_type(shape, uninitialized);
+      gemm(T(1), meld::cast<bfloat16>(a), meld::cast<bfloat16>(b), T(0), product_);
+    } else {
+      product_ = matmul(a, b);
+    }
+  }
+
   void check_weight(const input_type& w, const input_type* bias) const {
     if (w.rank() != 4 || w.shape()[0] < 1 || w.shape()[2] != geometry_.kernel.h ||
         w.shape()[3] != geometry_.kernel.w)
@@ -160,6 +185,7 @@ class conv2d_kernel {
 
   std::string name_;
   detail::window2d geometry_;
+  nn::precision precision_;
   // Scratch reused between calls (never part of a copy, a replica or a checkpoint).
   tensor_type col_, product_, grad_chunk_;
 };
@@ -185,7 +211,7 @@ class conv2d : public weighted_layer<T, B> {
              options.bias),
         in_(in_channels),
         out_(out_channels),
-        kernel_(this->name_, kernel, options.stride, options.padding) {
+        kernel_(this->name_, kernel, options.stride, options.padding, options.precision) {
     if (in_channels <= 0 || out_channels <= 0)
       throw std::invalid_argument(detail::cat(this->name_, ": channel counts must be positive"));
     this->init_parameters({out_, in_, kernel.h, kernel.w}, out_);
@@ -220,7 +246,10 @@ class conv2d : public weighted_layer<T, B> {
   /// A deep copy: parameters, gradients and mode (never what forward saved).
   conv2d replica() const {
     conv2d r(in_, out_, kernel_.kernel(),
-             {.padding = kernel_.padding(), .stride = kernel_.stride(), .bias = this->has_bias_});
+             {.padding = kernel_.padding(),
+              .stride = kernel_.stride(),
+              .bias = this->has_bias_,
+              .precision = kernel_.precision()});
     this->copy_parameters_to(r);
     return r;
   }
@@ -235,6 +264,8 @@ class conv2d : public weighted_layer<T, B> {
   size2 stride() const { return kernel_.stride(); }
   /// Padding of rows and columns.
   size2 padding() const { return kernel_.padding(); }
+  /// What the products read.
+  nn::precision precision() const { return kernel_.precision(); }
 
  private:
   index_t in_, out_;

@@ -11,11 +11,11 @@ namespace meld::nn {
 enum class precision {
   /// Float operands (the default).
   float32,
-  /// Mixed precision: the products read bfloat16 copies of the weights (rounded once per forward
-  /// pass), of the input (which backward keeps, in half the memory) and of the output gradient,
-  /// and accumulate in float. Where the CPU has no bfloat16 arithmetic (AVX512_BF16) the products
-  /// widen the operands to float first, so only the numbers and the saved memory change, not
-  /// the speed.
+  /// Mixed precision: the products read the weights, the input and the output gradient rounded
+  /// to bfloat16, and accumulate in float (linear keeps bfloat16 copies: the weights' once per
+  /// forward pass, the input's for backward, in half the memory). The CPU's products widen the
+  /// operands to float (it has no AVX512_BF16 kernel yet), so there only the numbers and the
+  /// saved memory change, not the speed.
   bfloat16,
 };
 
