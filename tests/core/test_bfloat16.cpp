@@ -205,3 +205,18 @@ BACKEND_TEST_CASE("products of bfloat16 accumulate in float", "[core][bfloat16]"
       }
   }
 }
+
+BACKEND_TEST_CASE("bfloat16 tensors from lists, joined, selected and updated in place",
+                  "[core][bfloat16]") {
+  // A braced list of numbers, each rounded (2.502 -> 2.5: steps of 1/64 between 2 and 4).
+  const tensor<bfloat16, B> a = meld::from_range<bfloat16, B>({1, 2.502, -3});
+  tensor<bfloat16, B> c = meld::concatenate(0, a, a);
+  c = meld::where(c > 2.f, c, 0.f);
+  c += 1.f;
+  c *= c;  // read as float, squared, rounded once
+  const tensor<bfloat16> h = meld::to<meld::cpu<>>(c);
+  const float want[] = {1, 12.25f, 1, 1, 12.25f, 1};
+  for (meld::index_t i = 0; i < 6; ++i) REQUIRE(float(h(i)) == want[i]);
+  REQUIRE(meld::to_string(meld::to<meld::cpu<>>(a)).find("[ 1.0000,  2.5000, -3.0000]") !=
+          std::string::npos);
+}

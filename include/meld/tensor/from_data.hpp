@@ -33,11 +33,12 @@ tensor<T, Backend> copy_host_values(const T* values, index_t n, const std::optio
   return out;
 }
 
-// The element type of a braced list of T; never void (from_range<void>(range) is the range
-// overload, and a list of void cannot even be named while that is worked out).
+// The element type of a braced list of T: T's compute type (float for bfloat16, whose
+// conversion from float is explicit); never void (from_range<void>(range) is the range overload,
+// and a list of void cannot even be named while that is worked out).
 struct not_a_list_element {};
 template <class T>
-using list_element = std::conditional_t<std::is_void_v<T>, not_a_list_element, T>;
+using list_element = std::conditional_t<std::is_void_v<T>, not_a_list_element, compute_t<T>>;
 
 template <class Range>
 using range_value = std::remove_cvref_t<decltype(*std::begin(std::declval<const Range&>()))>;
@@ -70,8 +71,14 @@ template <class T, class Backend = cpu<>>
 requires element_type<T> tensor<T, Backend> from_range(
     std::type_identity_t<std::initializer_list<detail::list_element<T>>> values,
     std::optional<shape_t> shape = std::nullopt) {
-  return detail::copy_host_values<T, Backend>(values.begin(), static_cast<index_t>(values.size()),
-                                              shape, "from_range");
+  if constexpr (std::is_same_v<detail::list_element<T>, T>) {
+    return detail::copy_host_values<T, Backend>(values.begin(), static_cast<index_t>(values.size()),
+                                                shape, "from_range");
+  } else {
+    const std::vector<T> converted(values.begin(), values.end());  // explicit conversions
+    return detail::copy_host_values<T, Backend>(
+        converted.data(), static_cast<index_t>(converted.size()), shape, "from_range");
+  }
 }
 
 /// A tensor holding a copy of the span's elements, of shape {n} or the given shape, on Backend.
