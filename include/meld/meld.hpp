@@ -23,7 +23,6 @@
 #if defined(MELD_CUDA_BACKEND)
 #include "backend/cuda/cuda.hpp"
 #include "backend/cuda/executor.hpp"
-#include "backend/cuda/half.hpp"
 #include "backend/cuda/stream.hpp"
 #endif
 

@@ -15,7 +15,7 @@
 namespace nn_test {
 
 // Each element rounded to bfloat16 and back (the scalar conversion, which
-// tests/core/test_bfloat16.cpp checks over every value): what nn::precision::bfloat16's products
+// tests/core/test_float16.cpp checks over every value): what nn::precision::bfloat16's products
 // read.
 inline meld::tensor<float> rounded_to_bfloat16(const meld::tensor<float>& t) {
   meld::tensor<float> r(t.shape());

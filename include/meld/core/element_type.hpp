@@ -7,22 +7,23 @@
 #include <type_traits>
 
 #include "bfloat16.hpp"
+#include "half.hpp"
 
 namespace meld {
 
 /// \addtogroup core
 /// @{
 
-/// The element types a tensor stores. Backends may add storage-only types (e.g. half) by
-/// specializing this trait.
+/// The element types a tensor stores. Backends may add storage-only types by specializing this
+/// trait.
 template <class T>
 struct is_element_type
     : std::bool_constant<std::is_same_v<T, float> || std::is_same_v<T, double> ||
                          std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t> ||
-                         std::is_same_v<T, bfloat16>> {};
+                         std::is_same_v<T, bfloat16> || std::is_same_v<T, half>> {};
 
-/// A type a tensor stores (const or not): float, double, std::int32_t, std::int64_t, bfloat16
-/// (core/bfloat16.hpp: stored in 16 bits, computed in float), and what a
+/// A type a tensor stores (const or not): float, double, std::int32_t, std::int64_t, bfloat16 and
+/// half (core/bfloat16.hpp, core/half.hpp: stored in 16 bits, computed in float), and what a
 /// backend adds through is_element_type. The kernels, and the element codes that communicators
 /// and checkpoints record, exist for these only.
 template <class T>
@@ -48,6 +49,8 @@ constexpr const char* type_name() {
     return "bool";
   else if constexpr (std::is_same_v<T, bfloat16>)
     return "bfloat16";
+  else if constexpr (std::is_same_v<T, half>)
+    return "float16";
   else
     return "unknown";
 }
@@ -68,6 +71,8 @@ constexpr std::uint8_t element_code() {
     return 5;
   else if constexpr (std::is_same_v<T, bfloat16>)
     return 6;
+  else if constexpr (std::is_same_v<T, half>)
+    return 7;
   else
     return 0;
 }
@@ -87,6 +92,8 @@ constexpr const char* element_code_name(std::uint32_t code) {
       return "uint8";
     case 6:
       return "bfloat16";
+    case 7:
+      return "float16";
     default:
       return "an unknown element type";
   }
@@ -104,6 +111,7 @@ constexpr std::size_t element_code_size(std::uint32_t code) {
     case 5:
       return 1;
     case 6:
+    case 7:
       return 2;
     default:
       return 0;
@@ -111,14 +119,17 @@ constexpr std::size_t element_code_size(std::uint32_t code) {
 }
 
 namespace detail {
-// The type kernels compute in for a stored element type: float for the 16-bit floating types
-// (backends that store others, as CUDA's half, specialize it).
+// The type kernels compute in for a stored element type: float for the 16-bit floating types.
 template <class T>
 struct compute_type {
   using type = T;
 };
 template <>
 struct compute_type<bfloat16> {
+  using type = float;
+};
+template <>
+struct compute_type<half> {
   using type = float;
 };
 template <class T>
@@ -138,7 +149,8 @@ using scalar_promote_t =
 /// rank bool < integer < floating (PyTorch's promotion order); within one, the wider type holds
 /// the narrower. So int32 -> int64, float32 -> float64, bool or integers -> floats are implicit;
 /// floating -> integer (truncation) and float64 -> float32 or int64 -> int32 (range) need
-/// meld::cast<To>. Types outside these categories (CUDA's half) are left to their conversions.
+/// meld::cast<To>. Into the 16-bit floating types (bfloat16, half) every number converts: rounding
+/// is what they are for.
 template <class From, class To>
 inline constexpr bool converts_without_loss = [] {
   if constexpr (std::is_same_v<From, To> || std::is_same_v<From, bool> ||

@@ -18,6 +18,7 @@
 
 #include "../../core/bfloat16.hpp"
 #include "../../core/config.hpp"
+#include "../../core/half.hpp"
 #include "simd.hpp"
 
 #include "../../core/gcc12_warnings.hpp"  // push
@@ -179,12 +180,15 @@ MELD_INLINE void stream_fence() {
 #endif
 }
 
-// ---- bfloat16 rows: widened to float on load, rounded on store ----------------------------------
+// ---- 16-bit floating rows (bfloat16, half): widened to float on load, rounded on store ----------
+
+template <class T>
+inline constexpr bool is_float16 = std::is_same_v<T, bfloat16> || std::is_same_v<T, half>;
 
 // The `Batch::size` (float lanes) bfloat16 values at p, as floats: each value's 16 bits become the
 // upper half of a float, which is exact.
 template <class Batch>
-MELD_INLINE Batch widen_bfloat16(const bfloat16* p) {
+MELD_INLINE Batch widen(const bfloat16* p) {
   [[maybe_unused]] const auto* q = reinterpret_cast<const std::uint16_t*>(p);
 #if defined(__AVX512F__)
   if constexpr (std::is_base_of_v<xsimd::avx512f, typename Batch::arch_type>)
@@ -204,7 +208,7 @@ MELD_INLINE Batch widen_bfloat16(const bfloat16* p) {
 // Stores the float lanes of v at p rounded to bfloat16 (to nearest, ties to even; NaN stays a
 // quiet NaN), as bfloat16's conversion does one value at a time.
 template <class Batch>
-MELD_INLINE void narrow_bfloat16(bfloat16* p, const Batch& v) {
+MELD_INLINE void narrow(bfloat16* p, const Batch& v) {
   [[maybe_unused]] auto* q = reinterpret_cast<std::uint16_t*>(p);
 #if defined(__AVX512F__)
   if constexpr (std::is_base_of_v<xsimd::avx512f, typename Batch::arch_type>) {
@@ -240,6 +244,43 @@ MELD_INLINE void narrow_bfloat16(bfloat16* p, const Batch& v) {
   for (std::size_t l = 0; l < Batch::size; ++l) p[l] = bfloat16(buffer[l]);
 }
 
+// The `Batch::size` half values at p, as floats (exact; F16C or AVX-512 where the target has them).
+template <class Batch>
+MELD_INLINE Batch widen(const half* p) {
+  [[maybe_unused]] const auto* q = reinterpret_cast<const std::uint16_t*>(p);
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, typename Batch::arch_type>)
+    return Batch(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))));
+#endif
+#if defined(__F16C__) && defined(__AVX__)
+  if constexpr (std::is_base_of_v<xsimd::avx, typename Batch::arch_type>)
+    return Batch(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
+#endif
+  alignas(64) float buffer[Batch::size];
+  for (std::size_t l = 0; l < Batch::size; ++l) buffer[l] = p[l];
+  return Batch::load_aligned(buffer);
+}
+
+// Stores the float lanes of v at p rounded to half (to nearest, ties to even), as half's
+// conversion does one value at a time.
+template <class Batch>
+MELD_INLINE void narrow(half* p, const Batch& v) {
+  [[maybe_unused]] auto* q = reinterpret_cast<std::uint16_t*>(p);
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, typename Batch::arch_type>)
+    return _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                               _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+#if defined(__F16C__) && defined(__AVX__)
+  if constexpr (std::is_base_of_v<xsimd::avx, typename Batch::arch_type>)
+    return _mm_storeu_si128(reinterpret_cast<__m128i*>(q),
+                            _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+  alignas(64) float buffer[Batch::size];
+  v.store_aligned(buffer);
+  for (std::size_t l = 0; l < Batch::size; ++l) p[l] = half(buffer[l]);
+}
+
 // ---- leaves -------------------------------------------------------------------------------------
 
 template <class T>
@@ -263,27 +304,28 @@ struct leaf_cursor {
   }
 };
 
-// A bfloat16 leaf reads as float: the tree above it computes in float.
-template <>
-struct leaf_cursor<bfloat16> {
+// A bfloat16 or half leaf reads as float: the tree above it computes in float.
+template <class T>
+requires is_float16<T>
+struct leaf_cursor<T> {
   using value_type = float;
   static constexpr int leaf_count = 1;
 
-  const bfloat16* row = nullptr;
+  const T* row = nullptr;
 
   MELD_INLINE void set_rows(char* const* rows, int& k) {
-    row = reinterpret_cast<const bfloat16*>(rows[k++]);
+    row = reinterpret_cast<const T*>(rows[k++]);
   }
   MELD_INLINE float get(index_t j) const { return row[j]; }
   template <class Batch>
   MELD_INLINE Batch load(index_t j) const {
-    return widen_bfloat16<Batch>(row + j);
+    return widen<Batch>(row + j);
   }
   template <class Batch>
   MELD_INLINE Batch load_tail(index_t j, index_t count) const {
-    alignas(64) bfloat16 buffer[Batch::size] = {};
+    alignas(64) T buffer[Batch::size] = {};
     for (index_t l = 0; l < count; ++l) buffer[l] = row[j + l];
-    return widen_bfloat16<Batch>(buffer);
+    return widen<Batch>(buffer);
   }
 };
 
@@ -342,29 +384,31 @@ struct dest_cursor {
   }
 };
 
-// A bfloat16 destination takes float values (batches of float), rounded as they are stored.
-template <>
-struct dest_cursor<bfloat16> {
-  bfloat16* row = nullptr;
+// A bfloat16 or half destination takes float values (batches of float), rounded as they are
+// stored.
+template <class T>
+requires is_float16<T>
+struct dest_cursor<T> {
+  T* row = nullptr;
 
   template <class V>
   MELD_INLINE void put(index_t j, const V& v) const {
-    row[j] = bfloat16(static_cast<float>(v));
+    row[j] = T(static_cast<float>(v));
   }
   template <class Batch, class V>
   MELD_INLINE void store(index_t j, const V& v) const {
     if constexpr (!std::is_same_v<V, Batch>)
       store<Batch>(j, xsimd::select(v, Batch(1.f), Batch(0.f)));
     else
-      narrow_bfloat16<Batch>(row + j, v);
+      narrow<Batch>(row + j, v);
   }
   template <class Batch, class V>
   MELD_INLINE void store_tail(index_t j, index_t count, const V& v) const {
     if constexpr (!std::is_same_v<V, Batch>) {
       store_tail<Batch>(j, count, xsimd::select(v, Batch(1.f), Batch(0.f)));
     } else {
-      alignas(64) bfloat16 buffer[Batch::size];
-      narrow_bfloat16<Batch>(buffer, v);
+      alignas(64) T buffer[Batch::size];
+      narrow<Batch>(buffer, v);
       for (index_t l = 0; l < count; ++l) row[j + l] = buffer[l];
     }
   }

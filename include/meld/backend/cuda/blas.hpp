@@ -3,8 +3,6 @@
 #pragma once
 
 #include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <map>
 #include <mutex>
@@ -73,7 +71,7 @@ inline cublasHandle_t cublas_handle(int device, cudaStream_t stream) {
 // Whether cuBLAS multiplies matrices of T (else: meld's gemm_kernel).
 template <class T>
 inline constexpr bool has_cublas_type = std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                                        std::is_same_v<T, __half> || std::is_same_v<T, bfloat16>;
+                                        std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
 template <class T>
 constexpr cudaDataType_t cuda_type() {
@@ -81,7 +79,7 @@ constexpr cudaDataType_t cuda_type() {
     return CUDA_R_32F;
   else if constexpr (std::is_same_v<T, double>)
     return CUDA_R_64F;
-  else if constexpr (std::is_same_v<T, __half>)
+  else if constexpr (std::is_same_v<T, half>)
     return CUDA_R_16F;
   else
     return CUDA_R_16BF;

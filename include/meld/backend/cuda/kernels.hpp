@@ -13,7 +13,7 @@
 #include "../../expr/functors.hpp"
 #include "../../expr/reduce.hpp"
 #include "../../expr/walk.hpp"
-#include "half.hpp"
+#include "../../core/element_type.hpp"
 
 // #pragma unroll for device code (the host compiler does not know it).
 #if defined(__CUDA_ARCH__)

@@ -1,11 +1,14 @@
-// meld::bfloat16 as a storage type: its conversions over all 65,536 values and at every rounding
-// boundary (references from the bit layout and from double arithmetic, not from bfloat16's own
-// code); on every backend, the SIMD conversions equal the scalar ones, expressions compute in
-// float and round once, reductions accumulate in float, and products of bfloat16 operands equal
-// a double-precision product of the same rounded values.
+// meld::bfloat16 and meld::half as storage types: their conversions over all 65,536 values and at
+// every rounding boundary (references from the bit layouts and from double arithmetic, not from
+// the types' own code); on every backend, the SIMD conversions equal the scalar ones, expressions
+// compute in float and round once, reductions accumulate in float, and products of 16-bit
+// operands equal a double-precision product of the same rounded values.
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
+#include <span>
+#include <vector>
 
 #include "../backends.hpp"
 
@@ -219,4 +222,125 @@ BACKEND_TEST_CASE("bfloat16 tensors from lists, joined, selected and updated in 
   for (meld::index_t i = 0; i < 6; ++i) REQUIRE(float(h(i)) == want[i]);
   REQUIRE(meld::to_string(meld::to<meld::cpu<>>(a)).find("[ 1.0000,  2.5000, -3.0000]") !=
           std::string::npos);
+}
+
+// ---- half ---------------------------------------------------------------------------------------
+
+namespace {
+
+// The value of half bits b from the IEEE binary16 fields, in double (NaN for NaNs).
+double half_value(std::uint16_t b) {
+  const int e = (b >> 10) & 0x1f, m = b & 0x3ff;
+  const double sign = (b & 0x8000) ? -1 : 1;
+  if (e == 0x1f) return m ? std::numeric_limits<double>::quiet_NaN() : sign * INFINITY;
+  if (e == 0) return sign * std::ldexp(m, -24);
+  return sign * std::ldexp(1024 + m, e - 25);
+}
+
+bool is_half_nan(std::uint16_t b) {
+  return (b & 0x7c00u) == 0x7c00u && (b & 0x3ffu) != 0;
+}
+
+bool same_value(meld::half a, meld::half b) {
+  return a.bits == b.bits || (is_half_nan(a.bits) && is_half_nan(b.bits));
+}
+
+}  // namespace
+
+TEST_CASE("meld::half widens every one of its 65,536 values exactly", "[core][half]") {
+  for (std::uint32_t b = 0; b < 65536; ++b) {
+    const auto bits = static_cast<std::uint16_t>(b);
+    INFO("bits " << b);
+    const float f = meld::half::from_raw(bits);
+    if (is_half_nan(bits)) {
+      REQUIRE(std::isnan(f));
+      const meld::half back(f);  // quiet, with the payload's bits kept
+      REQUIRE(back.bits == (bits | 0x200u));
+    } else {
+      REQUIRE(double(f) == half_value(bits));
+      REQUIRE(meld::half(f).bits == bits);
+    }
+  }
+}
+
+TEST_CASE("meld::half rounds floats to nearest, ties to even, at every boundary", "[core][half]") {
+  // Between each non-negative finite value and the next (infinity after 65504), subnormals
+  // included: the midpoint (a float: half has 13 fewer mantissa bits) goes to the even one, the
+  // floats beside it to the nearer one.
+  for (std::uint32_t b = 0; b < 0x7c00; ++b) {
+    const double lo = half_value(static_cast<std::uint16_t>(b));
+    const double hi = b == 0x7bff ? 65536.0 : half_value(static_cast<std::uint16_t>(b + 1));
+    const auto mid = static_cast<float>((lo + hi) / 2);
+    REQUIRE(double(mid) == (lo + hi) / 2);  // exact
+    const auto even = static_cast<std::uint16_t>(b % 2 == 0 ? b : b + 1);
+    for (const float sign : {1.f, -1.f}) {
+      const std::uint16_t s = sign < 0 ? 0x8000 : 0;
+      INFO("between bits " << b << " and " << b + 1 << ", sign " << sign);
+      REQUIRE(meld::half(sign * mid).bits == (even | s));
+      const float below = std::nextafter(mid, 0.f), above = std::nextafter(mid, INFINITY);
+      REQUIRE(meld::half(sign * below).bits == (b | s));
+      REQUIRE(meld::half(sign * above).bits == ((b + 1) | s));
+    }
+  }
+  REQUIRE(meld::half(1e-10f).bits == 0);        // far below the smallest subnormal
+  REQUIRE(meld::half(-1e30f).bits == 0xfc00u);  // far beyond the largest value
+  REQUIRE(meld::half(INFINITY).bits == 0x7c00u);
+}
+
+BACKEND_TEST_CASE("meld::half tensors convert as the scalar conversion does", "[core][half]") {
+  // Every half value widened (the SIMD widening, F16C where the target has it) ...
+  std::vector<meld::half> all(65536);
+  for (std::uint32_t b = 0; b < 65536; ++b)
+    all[b] = meld::half::from_raw(static_cast<std::uint16_t>(b));
+  const tensor<meld::half, B> h = test::on<B>(meld::from_span(std::span<const meld::half>(all)));
+  const tensor<float> w = meld::to<meld::cpu<>>(tensor<float, B>(meld::cast<float>(h)));
+  for (std::uint32_t b = 0; b < 65536; ++b) {
+    INFO("bits " << b);
+    const float want = all[b];
+    REQUIRE((bits_of(w(b)) == bits_of(want) || (std::isnan(w(b)) && std::isnan(want))));
+  }
+  // ... and floats around every boundary and over the whole range narrowed.
+  std::vector<float> values = hard_floats(20000);
+  for (float f : {65504.f, 65519.f, 65520.f, 6.1e-5f, 5.9604645e-8f, 2.9802322e-8f, 1e-8f})
+    for (float sign : {1.f, -1.f}) values.push_back(sign * f);
+  const tensor<float, B> x = test::on<B>(meld::from_span(std::span<const float>(values)));
+  const tensor<meld::half> n =
+      meld::to<meld::cpu<>>(tensor<meld::half, B>(meld::cast<meld::half>(x)));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    INFO("element " << i << ", float bits " << bits_of(values[i]));
+    REQUIRE(same_value(n(static_cast<meld::index_t>(i)), meld::half(values[i])));
+  }
+}
+
+BACKEND_TEST_CASE("expressions and products of meld::half compute in float", "[core][half]") {
+  const tensor<float> ha = test::random_tensor<float>({19, 40}, 31, -2, 2);
+  const tensor<float> hb = test::random_tensor<float>({40, 7}, 32, -2, 2);
+  const tensor<meld::half, B> a = meld::cast<meld::half>(test::on<B>(ha));
+  const tensor<meld::half, B> b = meld::cast<meld::half>(test::on<B>(hb));
+  const tensor<meld::half> ah = meld::to<meld::cpu<>>(a), bh = meld::to<meld::cpu<>>(b);
+  const tensor<meld::half, B> y = a * a - 1.f;
+  const tensor<meld::half> yh = meld::to<meld::cpu<>>(y);
+  for (meld::index_t i = 0; i < 19; ++i)
+    for (meld::index_t j = 0; j < 40; ++j) {
+      const double av = float(ah(i, j));
+      REQUIRE(float(yh(i, j)) == Approx(av * av - 1).epsilon(0x1p-11).margin(1e-6));
+    }
+  REQUIRE(float(test::value(meld::sum(a))) ==
+          Approx(std::accumulate(ah.begin(), ah.end(), 0.0, [](double s, meld::half v) {
+            return s + float(v);
+          })).margin(1e-3));
+  const tensor<float, B> c = meld::matmul(meld::cast<float>(a), meld::cast<float>(b));
+  const tensor<meld::half, B> c16 = meld::matmul(a, b);
+  const tensor<float> ch = meld::to<meld::cpu<>>(c);
+  const tensor<meld::half> c16h = meld::to<meld::cpu<>>(c16);
+  for (meld::index_t i = 0; i < 19; ++i)
+    for (meld::index_t j = 0; j < 7; ++j) {
+      double ref = 0, size = 0;
+      for (meld::index_t p = 0; p < 40; ++p) {
+        ref += double(float(ah(i, p))) * double(float(bh(p, j)));
+        size += std::fabs(double(float(ah(i, p))) * double(float(bh(p, j))));
+      }
+      REQUIRE(ch(i, j) == Approx(ref).margin(size * 40 * 0x1p-24));
+      REQUIRE(float(c16h(i, j)) == Approx(ref).epsilon(0x1p-11).margin(size * 40 * 0x1p-24));
+    }
 }
