@@ -5,11 +5,10 @@
 // of CUDA's __nv_bfloat16 and of the AVX-512 BF16 instructions' operands.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 #include <type_traits>
 
-#include "config.hpp"
+#include "float_bits.hpp"
 
 namespace meld {
 
@@ -23,13 +22,13 @@ struct bfloat16 {
 
   bfloat16() = default;
   /// Rounds to the nearest bfloat16, ties to even; a NaN stays a (quiet) NaN, infinities stay.
-  MELD_HD constexpr explicit bfloat16(float f) : bits(round(to_bits(f))) {}
+  MELD_HD constexpr explicit bfloat16(float f) : bits(round(detail::bits_of(f))) {}
   /// From any other number, through float.
   template <class N, class = std::enable_if_t<std::is_arithmetic_v<N> && !std::is_same_v<N, float>>>
   MELD_HD constexpr explicit bfloat16(N v) : bfloat16(static_cast<float>(v)) {}
 
   /// The exact float value.
-  MELD_HD constexpr operator float() const { return from_bits(std::uint32_t(bits) << 16); }
+  MELD_HD constexpr operator float() const { return detail::float_of(std::uint32_t(bits) << 16); }
 
   /// The bfloat16 with these bits.
   MELD_HD static constexpr bfloat16 from_raw(std::uint16_t b) {
@@ -42,22 +41,6 @@ struct bfloat16 {
   MELD_HD static constexpr std::uint16_t round(std::uint32_t u) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
     return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
-
- private:
-  MELD_HD static constexpr std::uint32_t to_bits(float f) {
-#if defined(__CUDA_ARCH__)
-    return __float_as_uint(f);
-#else
-    return std::bit_cast<std::uint32_t>(f);
-#endif
-  }
-  MELD_HD static constexpr float from_bits(std::uint32_t u) {
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(u);
-#else
-    return std::bit_cast<float>(u);
-#endif
   }
 };
 

@@ -5,11 +5,10 @@
 // included: quieted, payload kept where it fits).
 #pragma once
 
-#include <bit>
 #include <cstdint>
 #include <type_traits>
 
-#include "config.hpp"
+#include "float_bits.hpp"
 
 namespace meld {
 
@@ -24,13 +23,13 @@ struct half {
   half() = default;
   /// Rounds to the nearest half, ties to even: beyond 65504 to infinity, below 2^-14 to the
   /// subnormals (or zero); a NaN stays a quiet NaN.
-  MELD_HD constexpr explicit half(float f) : bits(round(to_bits(f))) {}
+  MELD_HD constexpr explicit half(float f) : bits(round(detail::bits_of(f))) {}
   /// From any other number, through float.
   template <class N, class = std::enable_if_t<std::is_arithmetic_v<N> && !std::is_same_v<N, float>>>
   MELD_HD constexpr explicit half(N v) : half(static_cast<float>(v)) {}
 
   /// The exact float value (a signalling NaN becomes quiet, as the hardware's conversion does).
-  MELD_HD constexpr operator float() const { return from_bits(widen(bits)); }
+  MELD_HD constexpr operator float() const { return detail::float_of(widen(bits)); }
 
   /// The half with these bits.
   MELD_HD static constexpr half from_raw(std::uint16_t b) {
@@ -69,22 +68,6 @@ struct half {
       ++k;
     }
     return sign | ((113 - k) << 23) | ((n & 0x3ffu) << 13);
-  }
-
- private:
-  MELD_HD static constexpr std::uint32_t to_bits(float f) {
-#if defined(__CUDA_ARCH__)
-    return __float_as_uint(f);
-#else
-    return std::bit_cast<std::uint32_t>(f);
-#endif
-  }
-  MELD_HD static constexpr float from_bits(std::uint32_t u) {
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(u);
-#else
-    return std::bit_cast<float>(u);
-#endif
   }
 };
 
