@@ -52,7 +52,7 @@ template <class C>
 inline constexpr int cursor_cost = cost_of<decltype(C::tree)>::value + C::leaf_count;
 
 // The batch in which a kernel writing T evaluates cursor C: batches of T's compute type (float for
-// bfloat16, rounded as it is stored), or void for the scalar loop (mixed element types).
+// bfloat16 and half, rounded as it is stored), or void for the scalar loop (mixed element types).
 template <class C, class T>
 using assign_batch_t =
     std::conditional_t<simd_cursor<C, compute_t<T>>, batch_for<compute_t<T>>, void>;

@@ -92,8 +92,9 @@ void detach(strided_operand<T>& x, const byte_span& out) {
 template <class T, class A, class B, class C>
 void gemm_into(T alpha, const A& a_expr, const B& b_expr, T beta, const C& c_view) {
   if constexpr (!std::is_same_v<T, compute_t<T>>) {
-    // bfloat16: the operands widened to float (exactly), a float product (float accumulation),
-    // rounded once as it is stored. A converting fallback: the CPU kernels multiply floats.
+    // bfloat16 and half: the operands widened to float (exactly), a float product (float
+    // accumulation), rounded once as it is stored. A converting fallback: the CPU kernels
+    // multiply floats.
     using F = compute_t<T>;
     tensor<F, cpu<>> c(c_view.shape(), uninitialized);
     if (static_cast<F>(beta) != F(0)) assign(c, c_view);
