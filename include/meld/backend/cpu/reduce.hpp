@@ -111,7 +111,7 @@ MELD_NOINLINE auto reduce_run(const C& src, index_t n, char* const* base, const 
 
 template <class R, class E>
 auto reduce(const E& e) {
-  using V = compute_t<value_t<E>>;  // bfloat16 leaves read as float
+  using V = compute_t<value_t<E>>;  // 16-bit leaves read as float
   constexpr bool is_mean = std::is_same_v<R, reducers::mean>;
   using A = accumulator_t<R, V>;
   using Result = typename R::template result<V>;

@@ -130,7 +130,7 @@ template <class R, class E>
 scalar_result_t<cuda<Policy>, reduce_result_t<R, E>> executor<cuda<Policy>>::reduce(const E& e) {
   using namespace detail::cuda_eval;
   detail::trace_scope traced("reduce", "cuda", {"elements", e.shape().product()});
-  using V = detail::compute_t<value_t<E>>;  // bfloat16 leaves read as float
+  using V = detail::compute_t<value_t<E>>;  // 16-bit leaves read as float
   constexpr bool is_mean = std::is_same_v<R, reducers::mean>;
   using Result = reduce_result_t<R, E>;
   using A = accumulator_t<R, V>;
@@ -241,7 +241,7 @@ void executor<cuda<Policy>>::reduce_axis(const Dst& dst, const E& e, int axis) {
   using namespace detail::cuda_eval;
   detail::trace_scope traced("reduce_axis", "cuda", {"elements", e.shape().product()});
   using T = typename Dst::value_type;
-  using V = detail::compute_t<value_t<E>>;  // bfloat16 leaves read as float
+  using V = detail::compute_t<value_t<E>>;  // 16-bit leaves read as float
   constexpr bool is_mean = std::is_same_v<R, reducers::mean>;
   using A = accumulator_t<R, V>;
   using Fold = std::conditional_t<is_mean, reducers::sum, R>;
