@@ -36,8 +36,7 @@ struct bfloat16 {
     h.bits = b;
     return h;
   }
-  /// The bits of float f rounded to bfloat16 (the conversion above, for kernels that convert
-  /// whole vectors with integer operations).
+  /// The bits of the float whose bits are u, rounded to bfloat16 (the conversion above).
   MELD_HD static constexpr std::uint16_t round(std::uint32_t u) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
     return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);

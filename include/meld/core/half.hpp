@@ -38,7 +38,7 @@ struct half {
     return h;
   }
 
-  /// The bits of float bits u rounded to half.
+  /// The bits of the float whose bits are u, rounded to half (the conversion above).
   MELD_HD static constexpr std::uint16_t round(std::uint32_t u) {
     const auto sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
     const std::uint32_t a = u & 0x7fffffffu;
