@@ -10,10 +10,10 @@
 #include <type_traits>
 
 #include "../../core/config.hpp"
+#include "../../core/element_type.hpp"
 #include "../../expr/functors.hpp"
 #include "../../expr/reduce.hpp"
 #include "../../expr/walk.hpp"
-#include "../../core/element_type.hpp"
 
 // #pragma unroll for device code (the host compiler does not know it).
 #if defined(__CUDA_ARCH__)
