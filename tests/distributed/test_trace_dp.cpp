@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -99,12 +100,16 @@ void two_workers_traced(const std::string& tag) {
         INFO("rank " << r << " bucket " << bucket);
         CHECK(l.arg("async") == (bucket + 1 < buckets ? 1 : 0));
         CHECK(l.arg("elements") > 0);
-        // Its allreduce: tagged with the bucket, started after the launch began; the async ones
-        // on the rank's collectives thread.
+        // Its allreduce: tagged with the bucket, started after the launch began and before the
+        // next step's launch of the bucket (however long the collectives thread waited for a
+        // core: no bound in time); the async ones on the rank's collectives thread.
+        double next_launch = std::numeric_limits<double>::infinity();
+        for (const auto& o : launches)
+          if (o.tid == tid && o.arg("bucket") == bucket && o.ts > l.ts)
+            next_launch = std::min(next_launch, o.ts);
         std::vector<trace_event> runs;
         for (const auto& a : allreduces)
-          if (a.arg("rank") == r && a.arg("bucket") == bucket && a.ts >= l.ts &&
-              a.ts <= l.end() + 1e6)
+          if (a.arg("rank") == r && a.arg("bucket") == bucket && a.ts >= l.ts && a.ts < next_launch)
             runs.push_back(a);
         REQUIRE(!runs.empty());
         const trace_event& run = *std::min_element(

@@ -2,7 +2,7 @@
 // is no CUDA device, so that a machine without a GPU never counts these tests as passed.
 #include <cstdio>
 
-#include <meld/meld.hpp>
+#include <meld/backend/cuda/cuda.hpp>  // cuda_device_count, without the rest of meld to compile
 
 int meld_catch_session(int argc, char** argv);  // catch_runner.cpp, compiled by the C++ compiler
 
