@@ -114,7 +114,8 @@ TEST_CASE("bfloat16 rounds floats to nearest, ties to even, at every boundary",
   }
 }
 
-BACKEND_TEST_CASE("bfloat16 tensors convert as the scalar conversion does", "[core][bfloat16]") {
+SYNC_BACKEND_TEST_CASE("bfloat16 tensors convert as the scalar conversion does",
+                       "[core][bfloat16]") {
   const std::vector<float> values = hard_floats(4000);  // not a multiple of any vector width
   const tensor<float> h = meld::from_span(std::span<const float>(values));
   const tensor<float, B> x = test::on<B>(h);
@@ -287,7 +288,7 @@ TEST_CASE("meld::half rounds floats to nearest, ties to even, at every boundary"
   REQUIRE(meld::half(INFINITY).bits == 0x7c00u);
 }
 
-BACKEND_TEST_CASE("meld::half tensors convert as the scalar conversion does", "[core][half]") {
+SYNC_BACKEND_TEST_CASE("meld::half tensors convert as the scalar conversion does", "[core][half]") {
   // Every half value widened (the SIMD widening, F16C where the target has it) ...
   std::vector<meld::half> all(65536);
   for (std::uint32_t b = 0; b < 65536; ++b)

@@ -109,7 +109,8 @@ void check_math(const shape_t& s, std::uint32_t seed) {
 
 }  // namespace
 
-BACKEND_TEST_CASE("arithmetic, comparisons and selection on every element type", "[elementwise]") {
+SYNC_BACKEND_TEST_CASE("arithmetic, comparisons and selection on every element type",
+                       "[elementwise]") {
   std::uint32_t seed = 1;
   for (const shape_t& s : shapes) {
     INFO("shape " << s);
@@ -120,7 +121,7 @@ BACKEND_TEST_CASE("arithmetic, comparisons and selection on every element type",
   }
 }
 
-BACKEND_TEST_CASE("math functions use accurate vectorized implementations", "[elementwise]") {
+SYNC_BACKEND_TEST_CASE("math functions use accurate vectorized implementations", "[elementwise]") {
   std::uint32_t seed = 100;
   for (const shape_t& s : shapes) {
     INFO("shape " << s);
@@ -129,7 +130,7 @@ BACKEND_TEST_CASE("math functions use accurate vectorized implementations", "[el
   }
 }
 
-BACKEND_TEST_CASE("comparisons give 1 and 0; logic combines them", "[elementwise]") {
+SYNC_BACKEND_TEST_CASE("comparisons give 1 and 0; logic combines them", "[elementwise]") {
   const auto ha = test::random_tensor<float>({101}, 5);
   const auto hb = test::random_tensor<float>({101}, 6);
   const auto a = test::on<B>(ha), b = test::on<B>(hb);
@@ -175,7 +176,7 @@ BACKEND_TEST_CASE("scalars mix with tensors as numpy's weak scalars", "[elementw
   REQUIRE(clipped(1) == 1.f);
 }
 
-BACKEND_TEST_CASE("integer operations never trap", "[elementwise]") {
+SYNC_BACKEND_TEST_CASE("integer operations never trap", "[elementwise]") {
   tensor<std::int32_t> ha({4});
   ha(0) = 7, ha(1) = -7, ha(2) = std::numeric_limits<std::int32_t>::min(), ha(3) = 5;
   tensor<std::int32_t> hb({4});
@@ -195,7 +196,7 @@ BACKEND_TEST_CASE("integer operations never trap", "[elementwise]") {
   REQUIRE(neg(0) == 0);
 }
 
-BACKEND_TEST_CASE("float to integer casts saturate; NaN gives 0", "[elementwise]") {
+SYNC_BACKEND_TEST_CASE("float to integer casts saturate; NaN gives 0", "[elementwise]") {
   const double inf = std::numeric_limits<double>::infinity();
   const double in[] = {std::numeric_limits<double>::quiet_NaN(),
                        inf,
@@ -238,7 +239,7 @@ BACKEND_TEST_CASE("float to integer casts saturate; NaN gives 0", "[elementwise]
   }
 }
 
-BACKEND_TEST_CASE("NaN propagates through maximum, minimum and relu", "[elementwise]") {
+SYNC_BACKEND_TEST_CASE("NaN propagates through maximum, minimum and relu", "[elementwise]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   tensor<float> ha({40}), hb({40});
   ha = 1.f;
@@ -258,7 +259,7 @@ BACKEND_TEST_CASE("NaN propagates through maximum, minimum and relu", "[elementw
   REQUIRE(mn(0) == 1.f);
 }
 
-BACKEND_TEST_CASE("casts convert each element", "[elementwise]") {
+SYNC_BACKEND_TEST_CASE("casts convert each element", "[elementwise]") {
   const auto hx = test::random_tensor<double>({3, 50}, 9, -100, 100);
   const auto x = test::on<B>(hx);
   tensor<std::int32_t, B> i = meld::cast<std::int32_t>(x);

@@ -230,7 +230,7 @@ BACKEND_TEST_CASE("linear in bfloat16 precision: products of the rounded operand
   require_close(test::host(fc.bias_grad()), naive_bias_grad(hg), 1e-5);  // from the float gradient
 }
 
-BACKEND_TEST_CASE("activations match std:: functions", "[nn]") {
+SYNC_BACKEND_TEST_CASE("activations match std:: functions", "[nn]") {
   const auto hx = test::random_tensor<double>({3, 17}, 5, -6, 6);
   const auto hg = test::random_tensor<double>({3, 17}, 6);
   const auto x = test::on<B>(hx), g = test::on<B>(hg);

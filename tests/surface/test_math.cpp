@@ -89,7 +89,7 @@ double relative(double got, double want) {
 
 }  // namespace
 
-BACKEND_TEST_CASE("rounding, clip and classification elementwise", "[surface]") {
+SYNC_BACKEND_TEST_CASE("rounding, clip and classification elementwise", "[surface]") {
   const auto x = meld::from_range<float, B>({-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 2.7, -2.7});
   REQUIRE(elements(meld::round(x)) == std::vector<float>{-2, -2, -0, 0, 2, 2, 3, -3});
   REQUIRE(elements(meld::floor(x)) == std::vector<float>{-3, -2, -1, 0, 1, 2, 2, -3});
