@@ -29,6 +29,8 @@
 #   PRECISION=bf16 trains both sides in bfloat16 mixed precision: meld's --precision bf16 (its
 #   linear layers' products read bfloat16 copies, float accumulation) and PyTorch's
 #   torch.autocast("cpu", dtype=torch.bfloat16) around the forward pass and the loss.
+#   PRECISION="float bf16" measures both, interleaved, a row each (bf16 against float: the rows'
+#   ratio).
 #   MELD_EXES="name=path ..." measures several builds of the example instead (e.g. before and
 #   after a change), each interleaved with the others and torch, one table row each.
 set -euo pipefail
@@ -39,7 +41,7 @@ reps=${2:-3}
 limit=${3:-15000}
 threads=${THREADS:-1 2}
 model=${MODEL:-lenet}
-precision=${PRECISION:-float}
+precisions=${PRECISION:-float}
 python=${PYTHON:-/usr/bin/python3}
 exes=${MELD_EXES:-meld=$build/examples/train_fashion_mnist}
 
@@ -72,8 +74,8 @@ on_cores() {  # threads, command...: the command on cores 0 .. threads-1
 }
 rate_of() { sed -n 's/.*samples_per_sec=\([0-9.]*\).*/\1/p'; }
 cores=$(nproc)
-meld_run() {  # executable, threads -> samples/s
-  local run=("$1" --model "$model" --epochs 1 --limit "$limit" --precision "$precision")
+meld_run() {  # executable, threads, precision -> samples/s
+  local run=("$1" --model "$model" --epochs 1 --limit "$limit" --precision "$3")
   if [[ $2 == all ]]; then  # every core, unpinned: the faster of 1 worker and one per core
     echo "$(MELD_NUM_THREADS=$cores "${run[@]}" --threads "$cores" 2>/dev/null | rate_of)" \
       "$("${run[@]}" --workers "$cores" --threads 1 2>/dev/null | rate_of)" | best
@@ -94,7 +96,7 @@ mlp_flops=$(((784 * 256 + 256 * 128 + 128 * 10) * 2 * 2 + (256 * 128 + 128 * 10)
 # The peer at its best: OpenBLAS with its own CPU detection and, where the CPU has AVX-512, with its
 # AVX-512 kernel forced (it falls back to an older kernel on CPUs newer than it knows); the faster
 # of the two runs counts.
-torch_run() {
+torch_run() {  # threads, precision -> samples/s
   local rates="" configs coretypes=detected
   if grep -qw avx512f /proc/cpuinfo 2> /dev/null; then coretypes+=" SkylakeX"; fi
   if [[ $1 == all ]]; then  # every core, unpinned, OpenBLAS's own thread count: 1 or N intra-op
@@ -110,48 +112,52 @@ torch_run() {
       local pin=("on_cores" "$t")
       [[ $1 == all ]] && pin=()
       rates+="$("${pin[@]}" env "${env_args[@]}" "$python" "$here/lenet_torch.py" \
-        --model "$model" --threads "$t" --limit "$limit" --precision "$precision" | rate_of) "
+        --model "$model" --threads "$t" --limit "$limit" --precision "$2" | rate_of) "
     done
   done
   echo "$rates" | best
 }
 
-echo "$model ($precision), 1 epoch of $limit images, batch 256; samples/s, $reps interleaved repetitions"
+echo "$model ($precisions), 1 epoch of $limit images, batch 256; samples/s, $reps interleaved repetitions"
 echo
 steps=()
 echo "| threads | build | meld (median) | torch (median) | meld / torch | meld (best) | torch (best) | best / best | meld runs | torch runs |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for t in $threads; do
-  declare -A m_runs=()
-  t_runs="" peak=0
+  declare -A m_runs=() t_runs_of=()
+  peak=0
   for ((r = 0; r < reps; ++r)); do
-    for e in $exes; do m_runs[${e%%=*}]+="$(meld_run "${e#*=}" "$t") "; done
-    if ((have_torch)); then t_runs+="$(torch_run "$t") "; fi
+    for precision in $precisions; do
+      for e in $exes; do m_runs[${e%%=*} $precision]+="$(meld_run "${e#*=}" "$t" "$precision") "; done
+      if ((have_torch)); then t_runs_of[$precision]+="$(torch_run "$t" "$precision") "; fi
+    done
     if ((measure_peak)); then
       peak=$(echo "$peak $(peak_run "$([[ $t == all ]] && echo "$cores" || echo "$t")")" | best)
     fi
   done
-  p="-" pb="-"
-  if ((have_torch)); then p=$(echo "$t_runs" | median) pb=$(echo "$t_runs" | best); fi
-  for e in $exes; do
-    name=${e%%=*}
-    m=$(echo "${m_runs[$name]}" | median) mb=$(echo "${m_runs[$name]}" | best)
-    if ((have_torch)); then
-      ratio=$(awk -v a="$m" -v b="$p" 'BEGIN { printf "%.2f", a / b }')
-      ratio_b=$(awk -v a="$mb" -v b="$pb" 'BEGIN { printf "%.2f", a / b }')
-      shown_p=$(printf '%.0f' "$p") shown_pb=$(printf '%.0f' "$pb")
-    else
-      ratio="- (no torch)" ratio_b="-" shown_p="-" shown_pb="-"
-    fi
-    printf '| %s | %s | %.0f | %s | %s | %.0f | %s | %s | %s| %s|\n' "$t" "$name" "$m" "$shown_p" \
-      "$ratio" "$mb" "$shown_pb" "$ratio_b" "${m_runs[$name]}" "${t_runs:--}"
-    if ((measure_peak)); then  # the best step against the best product, as the goal asks
-      steps+=("$(awk -v m="$mb" -v f="$mlp_flops" -v p="$peak" -v t="$t" -v n="$name" 'BEGIN {
-        printf "%s at %s threads: the best step %.1f GFLOP/s (%d FLOPs a sample), the SGEMM peak %.1f GFLOP/s: %.0f %%",
-          n, t, m * f / 1e9, f, p, 100 * m * f / 1e9 / p }')")
-    fi
+  for precision in $precisions; do
+    t_runs=${t_runs_of[$precision]:-} p="-" pb="-"
+    if ((have_torch)); then p=$(echo "$t_runs" | median) pb=$(echo "$t_runs" | best); fi
+    for e in $exes; do
+      name="${e%%=*} $precision"
+      m=$(echo "${m_runs[$name]}" | median) mb=$(echo "${m_runs[$name]}" | best)
+      if ((have_torch)); then
+        ratio=$(awk -v a="$m" -v b="$p" 'BEGIN { printf "%.2f", a / b }')
+        ratio_b=$(awk -v a="$mb" -v b="$pb" 'BEGIN { printf "%.2f", a / b }')
+        shown_p=$(printf '%.0f' "$p") shown_pb=$(printf '%.0f' "$pb")
+      else
+        ratio="- (no torch)" ratio_b="-" shown_p="-" shown_pb="-"
+      fi
+      printf '| %s | %s | %.0f | %s | %s | %.0f | %s | %s | %s| %s|\n' "$t" "$name" "$m" "$shown_p" \
+        "$ratio" "$mb" "$shown_pb" "$ratio_b" "${m_runs[$name]}" "${t_runs:--}"
+      if ((measure_peak)); then  # the best step against the best product, as the goal asks
+        steps+=("$(awk -v m="$mb" -v f="$mlp_flops" -v p="$peak" -v t="$t" -v n="$name" 'BEGIN {
+          printf "%s at %s threads: the best step %.1f GFLOP/s (%d FLOPs a sample), the SGEMM peak %.1f GFLOP/s: %.0f %%",
+            n, t, m * f / 1e9, f, p, 100 * m * f / 1e9 / p }')")
+      fi
+    done
   done
-  unset m_runs
+  unset m_runs t_runs_of
 done
 if ((${#steps[@]})); then
   echo

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "../backends.hpp"
 
@@ -285,10 +286,10 @@ cpu_eval::matrix_ref<T> mutable_ref_of(const meld::tensor_view<T>& v) {
 }
 
 // The blocked kernel with tiny blocks (2 row panels, 7 steps of k, 2 column panels per block) for
-// one shape, operand layouts and alpha / beta chosen from `pick`.
-template <class T>
+// one shape, operand layouts and alpha / beta chosen from `pick`: Kernel's operands of S, C of T.
+template <class T, class S = T, class Kernel = cpu_eval::packed_kernel<T>>
 void check_blocked(index_t m, index_t n, index_t k, int pick, int threads) {
-  using tile = cpu_eval::gemm_tile<T>;
+  using tile = Kernel;
   const cpu_eval::gemm_blocking tiny{2 * tile::mr, 7, 2 * tile::nr};
   const layout_kind la = all_layouts[pick % 4], lb = all_layouts[(pick / 4) % 4],
                     lc = all_layouts[(pick / 16) % 4];
@@ -296,8 +297,8 @@ void check_blocked(index_t m, index_t n, index_t k, int pick, int threads) {
   const T alpha = alphas[pick % 2], beta = betas[pick % 3];
   INFO("m " << m << " n " << n << " k " << k << " layouts " << int(la) << int(lb) << int(lc)
             << " alpha " << alpha << " beta " << beta << " threads " << threads);
-  auto a = make_operand<T>(m, k, la, std::uint32_t(3 * pick + 1));
-  auto b = make_operand<T>(k, n, lb, std::uint32_t(3 * pick + 2));
+  auto a = make_operand<S>(m, k, la, std::uint32_t(3 * pick + 1));
+  auto b = make_operand<S>(k, n, lb, std::uint32_t(3 * pick + 2));
   auto c = make_operand<T>(m, n, lc, std::uint32_t(3 * pick + 3));
   if (beta == T(0)) c.view = std::numeric_limits<T>::quiet_NaN();  // must be ignored
   const auto want = expected_gemm<T>(alpha, a.view, b.view, beta, c.view);
@@ -308,8 +309,8 @@ void check_blocked(index_t m, index_t n, index_t k, int pick, int threads) {
     for (index_t j = 0; j < n; ++j)
       inside[std::size_t(&c.view.data()[i * c.view.strides()[0] + j * c.view.strides()[1]] -
                          c.storage.data())] = 1;
-  cpu_eval::gemm_blocked<T>(alpha, ref_of(a.view), ref_of(b.view), beta, mutable_ref_of(c.view),
-                            tiny, threads);
+  cpu_eval::gemm_blocked<Kernel>(alpha, ref_of(a.view), ref_of(b.view), beta,
+                                 mutable_ref_of(c.view), tiny, threads);
   check_within(c.view, want);
   for (index_t i = 0; i < c.storage.size(); ++i)
     if (!inside[std::size_t(i)]) REQUIRE(c.storage.data()[i] == before.data()[i]);
@@ -319,9 +320,10 @@ void check_blocked(index_t m, index_t n, index_t k, int pick, int threads) {
 
 HOST_TEST_CASE("the blocked kernel crosses every block boundary and edge tile", "[matmul]") {
   thread_count_guard guard;
-  auto run = [](auto zero) {
+  auto run = [](auto zero, auto operand, auto kernel) {
     using T = decltype(zero);
-    using tile = cpu_eval::gemm_tile<T>;
+    using S = decltype(operand);
+    using tile = typename decltype(kernel)::type;
     const index_t mr = tile::mr, nr = tile::nr;
     const index_t ms[] = {1, mr - 1, mr, mr + 1, 2 * mr + 1, 5 * mr + 3};
     const index_t ns[] = {1, nr - 1, nr, nr + 1, 2 * nr + 3, 5 * nr - 1};
@@ -332,15 +334,20 @@ HOST_TEST_CASE("the blocked kernel crosses every block boundary and edge tile", 
         for (index_t k : ks) {
           const int threads = 1 + pick % 4;
           meld::set_num_threads(threads);
-          check_blocked<T>(m, n, k, pick++, threads);
+          check_blocked<T, S, tile>(m, n, k, pick++, threads);
         }
   };
   SECTION("float") {
-    run(0.f);
+    run(0.f, 0.f, std::type_identity<cpu_eval::packed_kernel<float>>{});
   }
   SECTION("double") {
-    run(0.0);
+    run(0.0, 0.0, std::type_identity<cpu_eval::packed_kernel<double>>{});
   }
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+  SECTION("bfloat16 operands, float C: the vdpbf16ps kernel (k in pairs, odd blocks padded)") {
+    run(0.f, meld::bfloat16(), std::type_identity<cpu_eval::bf16_dot_kernel>{});
+  }
+#endif
 }
 
 HOST_TEST_CASE("matmul around the default block sizes", "[matmul][big]") {

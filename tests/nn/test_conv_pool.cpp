@@ -119,7 +119,10 @@ BACKEND_TEST_CASE("conv2d in bfloat16 precision: products of the rounded operand
   ref.zero_grad();
   require_close(test::host(conv.backward(test::on<B>(hg))),
                 test::host(ref.backward(test::on<B>(rounded(hg)))), 1e-5);
-  require_close(test::host(conv.weight_grad()), test::host(ref.weight_grad()), 1e-5);
+  // Each weight's gradient sums 20,000 products, which the bfloat16 kernel (vdpbf16ps, where the
+  // CPU has it) adds in another order than float's: float rounding apart, the same (an operand
+  // not rounded would differ by ~2^-9 relative).
+  require_close(test::host(conv.weight_grad()), test::host(ref.weight_grad()), 1e-4);
   // The bias gradient from the float gradient: sums over batch, rows and columns.
   tensor<float> db({4});
   for (index_t c = 0; c < 4; ++c) {

@@ -174,13 +174,13 @@ inline index_t ceil_div(index_t a, index_t b) {
   return (a + b - 1) / b;
 }
 
-// C = alpha A B + beta C with the packed micro-kernel, on `threads` threads of the global pool.
-// m, n, k > 0; alpha != 0.
-template <class T, class Tile = gemm_tile<T>>
-void gemm_blocked(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta, matrix_ref<T> c,
+// C = alpha A B + beta C with a packed micro-kernel (Kernel: packed_kernel in gemm_kernel.hpp, or
+// gemm_bf16.hpp's), on `threads` threads of the global pool. m, n, k > 0; alpha != 0.
+template <class Kernel, class S, class T>
+void gemm_blocked(T alpha, matrix_ref<const S> a, matrix_ref<const S> b, T beta, matrix_ref<T> c,
                   const gemm_blocking& blocking, int threads) {
-  constexpr int MR = Tile::mr, NR = Tile::nr;
-  using Arch = typename Tile::batch::arch_type;
+  constexpr int MR = Kernel::mr, NR = Kernel::nr;
+  using P = typename Kernel::packed;
   const index_t m = c.rows, n = c.cols, k = a.cols;
   const index_t kc_max = std::min(blocking.kc, k);
   const index_t nc_max = std::min(blocking.nc, ceil_div(n, NR) * NR);
@@ -199,10 +199,11 @@ void gemm_blocked(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta,
   // (a task takes a free one when it starts).
   thread_pool& pool = thread_pool::global();
   const index_t slots = threads > 1 ? std::min<index_t>(mt * nt_max, pool.size()) : 1;
-  constexpr index_t align = 64 / sizeof(T);
-  const index_t b_size = kc_max * nc_max;
-  const index_t a_size = ceil_div(std::min(mc_panels, m_panels) * MR * kc_max, align) * align;
-  T* packed_b = gemm_workspace::local().get<T>(b_size + slots * a_size);
+  constexpr index_t align = 64 / sizeof(P);
+  const index_t steps_max = Kernel::steps(kc_max);  // packed steps of a panel: k, or k's pairs
+  const index_t b_size = steps_max * nc_max;
+  const index_t a_size = ceil_div(std::min(mc_panels, m_panels) * MR * steps_max, align) * align;
+  P* packed_b = gemm_workspace::local().get<P>(b_size + slots * a_size);
   std::vector<std::atomic<bool>> slot_taken(static_cast<std::size_t>(slots));
 
   for (index_t jc = 0; jc < n; jc += nc_max) {
@@ -210,15 +211,15 @@ void gemm_blocked(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta,
     const index_t n_panels = ceil_div(nc, NR);
     const index_t nt = threads > 1 && mt < threads ? std::min(n_panels, ceil_div(threads, mt)) : 1;
     for (index_t pc = 0; pc < k; pc += kc_max) {
-      const index_t kc = std::min(kc_max, k - pc);
+      const index_t kc = std::min(kc_max, k - pc), steps = Kernel::steps(kc);
       const T beta_now = pc == 0 ? beta : T(1);  // the first k block applies beta, later ones add
 
       const index_t pack_tasks = std::min<index_t>(n_panels, threads);
       auto pack_b = [&](index_t t) {
         for (index_t q = n_panels * t / pack_tasks; q < n_panels * (t + 1) / pack_tasks; ++q) {
           const index_t j = jc + q * NR;
-          pack_b_panel<T, NR>(b.data + pc * b.rs + j * b.cs, b.rs, b.cs,
-                              std::min<index_t>(NR, n - j), kc, packed_b + q * NR * kc);
+          Kernel::pack_b(b.data + pc * b.rs + j * b.cs, b.rs, b.cs, std::min<index_t>(NR, n - j),
+                         kc, packed_b + q * NR * steps);
         }
       };
       if (pack_tasks == 1)
@@ -235,31 +236,29 @@ void gemm_blocked(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta,
                  free, true, std::memory_order_acquire);
              free = false)
           slot = (slot + 1) % slots;
-        T* packed_a = packed_b + b_size + slot * a_size;
+        P* packed_a = packed_b + b_size + slot * a_size;
         for (index_t p0 = m_panels * im / mt; p0 < p_end; p0 += mc_panels) {
           const index_t p1 = std::min(p_end, p0 + mc_panels);
           for (index_t p = p0; p < p1; ++p) {
             const index_t i = p * MR;
-            pack_a_panel<T, MR>(a.data + i * a.rs + pc * a.cs, a.rs, a.cs,
-                                std::min<index_t>(MR, m - i), kc, alpha,
-                                packed_a + (p - p0) * MR * kc);
+            Kernel::pack_a(a.data + i * a.rs + pc * a.cs, a.rs, a.cs, std::min<index_t>(MR, m - i),
+                           kc, alpha, packed_a + (p - p0) * MR * steps);
           }
           for (index_t q = q0; q < q1; ++q) {
             const index_t j = jc + q * NR, cols = std::min<index_t>(NR, n - j);
-            const T* panel_b = packed_b + q * NR * kc;
+            const P* panel_b = packed_b + q * NR * steps;
             for (index_t p = p0; p < p1; ++p) {
               const index_t i = p * MR, rows = std::min<index_t>(MR, m - i);
-              const T* panel_a = packed_a + (p - p0) * MR * kc;
+              const P* panel_a = packed_a + (p - p0) * MR * steps;
               T* tile_c = c.data + i * c.rs + j * c.cs;
               if (rows == MR && cols == NR && c.cs == 1) {
-                gemm_micro_kernel<T, MR, Tile::nv, Arch>(kc, panel_a, panel_b, beta_now, tile_c,
-                                                         c.rs);
+                Kernel::multiply(steps, panel_a, panel_b, alpha, beta_now, tile_c, c.rs);
                 continue;
               }
               // An edge tile, or C without unit column stride: compute the whole tile aside and
               // keep the part inside C.
               alignas(64) T tile[MR * NR];
-              gemm_micro_kernel<T, MR, Tile::nv, Arch>(kc, panel_a, panel_b, T(0), tile, NR);
+              Kernel::multiply(steps, panel_a, panel_b, alpha, T(0), tile, NR);
               for (index_t r = 0; r < rows; ++r)
                 for (index_t jj = 0; jj < cols; ++jj) {
                   T& to = tile_c[r * c.rs + jj * c.cs];
@@ -497,7 +496,7 @@ void gemm_oriented(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta
       work < gemm_parallel_work || thread_pool::in_task() ? 1 : thread_pool::global().size();
   if (m == 1 && (b.cs == 1 || b.rs == 1)) return gemm_row_vector(alpha, a, b, beta, c, threads);
   if (gemm_dot_fits(a, b, n, k)) return gemm_dot(alpha, a, b, beta, c, threads);
-  gemm_blocked<T>(alpha, a, b, beta, c, default_gemm_blocking<T>(), threads);
+  gemm_blocked<packed_kernel<T>>(alpha, a, b, beta, c, default_gemm_blocking<T>(), threads);
 }
 
 // The entry point the executor calls: c = alpha a b + beta c. c does not overlap a or b. With

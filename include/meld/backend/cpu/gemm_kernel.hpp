@@ -158,6 +158,25 @@ void pack_b_panel(const T* b, index_t rs, index_t cs, index_t cols, index_t kc, 
   }
 }
 
+// The micro-kernel and packing of float and double for gemm_blocked (gemm.hpp): panels of T, one
+// per step of k, A scaled by alpha as it is packed.
+template <class T, class Tile = gemm_tile<T>>
+struct packed_kernel {
+  using packed = T;
+  static constexpr int mr = Tile::mr, nr = Tile::nr;
+  static constexpr index_t steps(index_t kc) { return kc; }
+  static void pack_a(const T* a, index_t rs, index_t cs, index_t rows, index_t kc, T alpha, T* to) {
+    pack_a_panel<T, mr>(a, rs, cs, rows, kc, alpha, to);
+  }
+  static void pack_b(const T* b, index_t rs, index_t cs, index_t cols, index_t kc, T* to) {
+    pack_b_panel<T, nr>(b, rs, cs, cols, kc, to);
+  }
+  MELD_INLINE static void multiply(index_t steps, const T* a, const T* b, T /*alpha: packed*/,
+                                   T beta, T* c, index_t ldc) {
+    gemm_micro_kernel<T, mr, Tile::nv, typename Tile::batch::arch_type>(steps, a, b, beta, c, ldc);
+  }
+};
+
 }  // namespace meld::detail::cpu_eval
 
 #include "../../core/gcc12_warnings.hpp"  // pop

@@ -11,6 +11,7 @@
 #include "../../tensor/tensor.hpp"
 #include "assign.hpp"
 #include "gemm.hpp"
+#include "gemm_bf16.hpp"
 
 #include "../../core/gcc12_warnings.hpp"  // push
 
@@ -38,18 +39,18 @@ strided_operand<T> as_strided(const E& e) {
   }
 }
 
-// c = alpha a b + beta c for rank-2 or rank-3 (batched) strided operands; c does not overlap a
-// or b (gemm_into copies an operand that does). One instantiation per element type, whatever the
-// operands' expressions.
-template <class T>
-MELD_NOINLINE void gemm_strided(T alpha, const strided_operand<T>& a, const strided_operand<T>& b,
+// c = alpha a b + beta c for rank-2 or rank-3 (batched) strided operands of S (T, or bfloat16 for
+// gemm_bf16.hpp's kernel); c does not overlap a or b (gemm_into copies an operand that does). One
+// instantiation per element type, whatever the operands' expressions.
+template <class T, class S>
+MELD_NOINLINE void gemm_strided(T alpha, const strided_operand<S>& a, const strided_operand<S>& b,
                                 T beta, T* c_data, const shape_t& cs, const strides_t& c_strides) {
   const int rc = cs.size();
   const index_t batches = rc == 3 ? cs[0] : 1;
-  auto matrix = [](const strided_operand<T>& x, index_t batch) {
+  auto matrix = [](const strided_operand<S>& x, index_t batch) {
     const int r = x.shape.size();
     const index_t offset = r == 3 ? batch * x.strides[0] : 0;
-    return matrix_ref<const T>{x.data + offset, x.shape[r - 2], x.shape[r - 1], x.strides[r - 2],
+    return matrix_ref<const S>{x.data + offset, x.shape[r - 2], x.shape[r - 1], x.strides[r - 2],
                                x.strides[r - 1]};
   };
   auto one = [&](index_t batch) {
@@ -101,7 +102,13 @@ void gemm_into(T alpha, const A& a_expr, const B& b_expr, T beta, const C& c_vie
     gemm_into(static_cast<F>(alpha), a_expr, b_expr, static_cast<F>(beta), c);
     assign(c_view, c);
   } else {
-    strided_operand<T> a = as_strided<T>(a_expr), b = as_strided<T>(b_expr);
+    // bfloat16 operands of a float product stay bfloat16 where the vdpbf16ps kernel reads them
+    // (gemm_bf16.hpp); elsewhere operands are read as T (widened, exactly, from bfloat16).
+    using S = std::conditional_t<std::is_same_v<T, float> && has_bf16_dot &&
+                                     std::is_same_v<value_t<A>, bfloat16> &&
+                                     std::is_same_v<value_t<B>, bfloat16>,
+                                 bfloat16, T>;
+    strided_operand<S> a = as_strided<S>(a_expr), b = as_strided<S>(b_expr);
     if (c_view.size() != 0) {
       const byte_span out = span_of(reinterpret_cast<const char*>(c_view.raw_data()),
                                     c_view.shape(), c_view.strides(), sizeof(T));
