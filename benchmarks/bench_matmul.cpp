@@ -1,7 +1,9 @@
-// Single-precision matrix products, n x n by n x n, in GFLOP/s (2 n^3 per product), on one thread
-// and on every available core:
+// Single-precision matrix products (and bfloat16 operands into float), n x n by n x n, in GFLOP/s
+// (2 n^3 per product), on one thread and on every available core:
 //   meld       c = meld::matmul(a, b) into an existing tensor (meld's own kernel; in the
 //              bench_matmul_blas build, meld's MELD_ENABLE_BLAS dispatch to cblas_sgemm)
+//   meld_bf16  meld::gemm(1, a, b, 0, c) of bfloat16 a and b into a float c: the vdpbf16ps kernel
+//              where the build targets AVX512_BF16, else the operands widened to float
 //   openblas   cblas_sgemm directly (openblas_set_num_threads)
 //   eigen      c.noalias() = a * b on row-major Eigen matrices (Eigen::setNbThreads; OpenMP)
 //
@@ -72,6 +74,24 @@ void bm_meld(benchmark::State& state) {
   report(state, double(n));
 }
 
+void bm_meld_bf16(benchmark::State& state) {
+  const auto n = static_cast<meld::index_t>(state.range(0));
+  meld::set_num_threads(static_cast<int>(state.range(1)));
+  const meld::tensor<meld::bfloat16> a =
+      meld::cast<meld::bfloat16>(meld::uniform<float>({n, n}, -1.f, 1.f, 1));
+  const meld::tensor<meld::bfloat16> b =
+      meld::cast<meld::bfloat16>(meld::uniform<float>({n, n}, -1.f, 1.f, 2));
+  meld::tensor<float> c({n, n});
+  meld::gemm(1.f, a, b, 0.f, c);  // warm up
+  settle();
+  for (auto _ : state) {
+    meld::gemm(1.f, a, b, 0.f, c);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, double(n));
+}
+
 void bm_openblas(benchmark::State& state) {
   const auto n = static_cast<int>(state.range(0));
   openblas_set_num_threads(static_cast<int>(state.range(1)));
@@ -125,6 +145,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("meld_simd", xsimd::default_arch::name());
   benchmark::AddCustomContext("cores", std::to_string(meld::detail::available_cores()));
   benchmark::RegisterBenchmark(meld_name, bm_meld)->Apply(sizes);
+  benchmark::RegisterBenchmark("meld_bf16", bm_meld_bf16)->Apply(sizes);
   benchmark::RegisterBenchmark("openblas", bm_openblas)->Apply(sizes);
   benchmark::RegisterBenchmark("eigen", bm_eigen)->Apply(sizes);
   benchmark::RunSpecifiedBenchmarks();
