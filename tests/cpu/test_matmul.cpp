@@ -286,8 +286,9 @@ cpu_eval::matrix_ref<T> mutable_ref_of(const meld::tensor_view<T>& v) {
 }
 
 // The blocked kernel with tiny blocks (2 row panels, 7 steps of k, 2 column panels per block) for
-// one shape, operand layouts and alpha / beta chosen from `pick`: Kernel's operands of S, C of T.
-template <class T, class S = T, class Kernel = cpu_eval::packed_kernel<T>>
+// one shape, operand layouts and alpha / beta chosen from `pick`: Kernel's operands of S, C of T
+// (Rounded: the kernel reads the operands rounded to bfloat16).
+template <class T, class S = T, class Kernel = cpu_eval::packed_kernel<T>, bool Rounded = false>
 void check_blocked(index_t m, index_t n, index_t k, int pick, int threads) {
   using tile = Kernel;
   const cpu_eval::gemm_blocking tiny{2 * tile::mr, 7, 2 * tile::nr};
@@ -301,7 +302,16 @@ void check_blocked(index_t m, index_t n, index_t k, int pick, int threads) {
   auto b = make_operand<S>(k, n, lb, std::uint32_t(3 * pick + 2));
   auto c = make_operand<T>(m, n, lc, std::uint32_t(3 * pick + 3));
   if (beta == T(0)) c.view = std::numeric_limits<T>::quiet_NaN();  // must be ignored
-  const auto want = expected_gemm<T>(alpha, a.view, b.view, beta, c.view);
+  const auto want = [&] {
+    if constexpr (Rounded) {
+      auto rounded = [](const auto& v) {
+        return tensor<T>(meld::cast<T>(meld::cast<meld::bfloat16>(v)));
+      };
+      return expected_gemm<T>(alpha, rounded(a.view), rounded(b.view), beta, c.view);
+    } else {
+      return expected_gemm<T>(alpha, a.view, b.view, beta, c.view);
+    }
+  }();
   // The elements of c's storage outside the view must not change.
   tensor<T> before = c.storage.clone();
   std::vector<char> inside(std::size_t(c.storage.size()), 0);
@@ -320,7 +330,7 @@ void check_blocked(index_t m, index_t n, index_t k, int pick, int threads) {
 
 HOST_TEST_CASE("the blocked kernel crosses every block boundary and edge tile", "[matmul]") {
   thread_count_guard guard;
-  auto run = [](auto zero, auto operand, auto kernel) {
+  auto run = [](auto zero, auto operand, auto kernel, auto rounded) {
     using T = decltype(zero);
     using S = decltype(operand);
     using tile = typename decltype(kernel)::type;
@@ -334,18 +344,21 @@ HOST_TEST_CASE("the blocked kernel crosses every block boundary and edge tile", 
         for (index_t k : ks) {
           const int threads = 1 + pick % 4;
           meld::set_num_threads(threads);
-          check_blocked<T, S, tile>(m, n, k, pick++, threads);
+          check_blocked<T, S, tile, decltype(rounded)::value>(m, n, k, pick++, threads);
         }
   };
   SECTION("float") {
-    run(0.f, 0.f, std::type_identity<cpu_eval::packed_kernel<float>>{});
+    run(0.f, 0.f, std::type_identity<cpu_eval::packed_kernel<float>>{}, std::false_type{});
   }
   SECTION("double") {
-    run(0.0, 0.0, std::type_identity<cpu_eval::packed_kernel<double>>{});
+    run(0.0, 0.0, std::type_identity<cpu_eval::packed_kernel<double>>{}, std::false_type{});
   }
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
   SECTION("bfloat16 operands, float C: the vdpbf16ps kernel (k in pairs, odd blocks padded)") {
-    run(0.f, meld::bfloat16(), std::type_identity<cpu_eval::bf16_dot_kernel>{});
+    run(0.f, meld::bfloat16(), std::type_identity<cpu_eval::bf16_dot_kernel>{}, std::false_type{});
+  }
+  SECTION("float operands rounded to bfloat16 as the vdpbf16ps kernel packs them") {
+    run(0.f, 0.f, std::type_identity<cpu_eval::bf16_dot_kernel>{}, std::true_type{});
   }
 #endif
 }

@@ -13,9 +13,9 @@ enum class precision {
   float32,
   /// Mixed precision: the products read the weights, the input and the output gradient rounded
   /// to bfloat16, and accumulate in float (linear keeps bfloat16 copies: the weights' once per
-  /// forward pass, the input's for backward, in half the memory). The CPU's products widen the
-  /// operands to float (it has no AVX512_BF16 kernel yet), so there only the numbers and the
-  /// saved memory change, not the speed.
+  /// forward pass, the input's for backward, in half the memory). On a CPU with AVX512_BF16 the
+  /// products run vdpbf16ps (backend/cpu/gemm_bf16.hpp); elsewhere they widen the operands to
+  /// float, and only the numbers and the saved memory change, not the speed.
   bfloat16,
 };
 

@@ -176,8 +176,8 @@ inline index_t ceil_div(index_t a, index_t b) {
 
 // C = alpha A B + beta C with a packed micro-kernel (Kernel: packed_kernel in gemm_kernel.hpp, or
 // gemm_bf16.hpp's), on `threads` threads of the global pool. m, n, k > 0; alpha != 0.
-template <class Kernel, class S, class T>
-void gemm_blocked(T alpha, matrix_ref<const S> a, matrix_ref<const S> b, T beta, matrix_ref<T> c,
+template <class Kernel, class SA, class SB, class T>
+void gemm_blocked(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T beta, matrix_ref<T> c,
                   const gemm_blocking& blocking, int threads) {
   constexpr int MR = Kernel::mr, NR = Kernel::nr;
   using P = typename Kernel::packed;

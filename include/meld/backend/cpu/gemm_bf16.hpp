@@ -5,6 +5,10 @@
 // (gemm.hpp) drives it with the float kernel's blocking, threads and edge tiles. Elsewhere the
 // operands are widened to float and float's kernel multiplies them (matmul.hpp).
 //
+// An operand is bfloat16 memory, or float memory that the packing rounds to bfloat16 (to nearest,
+// ties to even) as it copies it: `cast<bfloat16>(x)` of a float tensor x is read through x, with
+// no bfloat16 copy of it (matmul.hpp).
+//
 // Packing groups the steps of k in pairs: a packed word holds two consecutive elements along k
 // (the even one in the low half, as vdpbf16ps reads them); a block of odd length ends with a zero.
 //
@@ -17,6 +21,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "../../core/bfloat16.hpp"
@@ -40,25 +45,43 @@ struct bf16_dot_kernel {
   static constexpr int mr = 6, nv = 4, nr = nv * 16;  // as float's AVX-512 tile: 24 accumulators
   static constexpr index_t steps(index_t kc) { return (kc + 1) / 2; }
 
+  // The bfloat16 bits of an operand's element.
+  static std::uint32_t bits(bfloat16 x) { return x.bits; }
+  static std::uint32_t bits(float x) { return bfloat16(x).bits; }
+
   // Elements p and p + 1 of a strided sequence of k as one word (past the end: zero).
-  static std::uint32_t pair(const bfloat16* x, index_t stride, index_t p, index_t k) {
-    const std::uint32_t hi = p + 1 < k ? x[(p + 1) * stride].bits : 0u;
-    return std::uint32_t(x[p * stride].bits) | hi << 16;
+  template <class E>
+  static std::uint32_t pair(const E* x, index_t stride, index_t p, index_t k) {
+    const std::uint32_t hi = p + 1 < k ? bits(x[(p + 1) * stride]) : 0u;
+    return bits(x[p * stride]) | hi << 16;
   }
-  // The same for a contiguous sequence: one load.
-  static std::uint32_t pair(const bfloat16* x, index_t p, index_t k) {
-    if (p + 1 >= k) return x[p].bits;
-    std::uint32_t w;
-    std::memcpy(&w, x + p, sizeof w);
-    return w;
+  // The same for a contiguous sequence (bfloat16: one load).
+  template <class E>
+  static std::uint32_t pair(const E* x, index_t p, index_t k) {
+    if (p + 1 >= k) return bits(x[p]);
+    if constexpr (std::is_same_v<E, bfloat16>) {
+      std::uint32_t w;
+      std::memcpy(&w, x + p, sizeof w);
+      return w;
+    } else {
+      return bits(x[p]) | bits(x[p + 1]) << 16;
+    }
+  }
+  // 16 consecutive elements as the low halves of 16 words.
+  static __m512i widen16(const bfloat16* x) {
+    return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+  }
+  static __m512i widen16(const float* x) {  // rounded to nearest even, as bfloat16(float)
+    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x)));
   }
 
-  static void pack_a(const bfloat16* a, index_t rs, index_t cs, index_t rows, index_t kc,
+  template <class E>
+  static void pack_a(const E* a, index_t rs, index_t cs, index_t rows, index_t kc,
                      float /*alpha: applied to the accumulators*/, std::uint32_t* to) {
     const index_t n = steps(kc);
     if (rows == mr && cs == 1) {
       // Row-major A: a cache line of each row at a time (as float's pack_a_panel).
-      constexpr index_t line = 64 / (2 * sizeof(bfloat16));
+      constexpr index_t line = 64 / (2 * sizeof(E));
       for (index_t q0 = 0; q0 < n; q0 += line) {
         const index_t q1 = std::min(n, q0 + line);
         for (index_t r = 0; r < mr; ++r)
@@ -70,23 +93,20 @@ struct bf16_dot_kernel {
       for (index_t r = 0; r < mr; ++r) to[r] = r < rows ? pair(a + r * rs, cs, 2 * q, kc) : 0u;
   }
 
-  static void pack_b(const bfloat16* b, index_t rs, index_t cs, index_t cols, index_t kc,
+  template <class E>
+  static void pack_b(const E* b, index_t rs, index_t cs, index_t cols, index_t kc,
                      std::uint32_t* to) {
     const index_t n = steps(kc);
     if (cols == nr && cs == 1) {
       // Row-major B: two rows at a time, interleaved in registers (the even row's element in the
       // low half of each word).
       for (index_t q = 0; q < n; ++q) {
-        const bfloat16* even = b + 2 * q * rs;
+        const E* even = b + 2 * q * rs;
         const bool odd = 2 * q + 1 < kc;
         unrolled<nv>([&](auto v) {
-          const __m512i lo = _mm512_cvtepu16_epi32(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(even + v * 16)));
+          const __m512i lo = widen16(even + v * 16);
           const __m512i hi =
-              odd ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
-                                          reinterpret_cast<const __m256i*>(even + rs + v * 16))),
-                                      16)
-                  : _mm512_setzero_si512();
+              odd ? _mm512_slli_epi32(widen16(even + rs + v * 16), 16) : _mm512_setzero_si512();
           _mm512_store_si512(to + q * nr + v * 16, _mm512_or_si512(lo, hi));
         });
       }
@@ -95,7 +115,7 @@ struct bf16_dot_kernel {
     if (rs == 1) {
       // Column-major B (a transposed view, as the weights of a linear layer's forward): each
       // pair is one load; a cache line of each column at a time.
-      constexpr index_t line = 64 / (2 * sizeof(bfloat16));
+      constexpr index_t line = 64 / (2 * sizeof(E));
       for (index_t q0 = 0; q0 < n; q0 += line) {
         const index_t q1 = std::min(n, q0 + line);
         for (index_t j = 0; j < nr; ++j)
@@ -145,16 +165,18 @@ inline constexpr bool has_bf16_dot = false;
 
 #endif
 
-// c = alpha a b + beta c for bfloat16 a and b and a float c, with gemm's semantics (gemm.hpp):
-// alpha == 0 or k == 0 reads neither operand, beta == 0 does not read c.
-inline void gemm(float alpha, matrix_ref<const bfloat16> a, matrix_ref<const bfloat16> b,
-                 float beta, matrix_ref<float> c) {
+// c = alpha a b + beta c for operands read as bfloat16 (bfloat16 memory, or float rounded to
+// bfloat16) and a float c, with gemm's semantics (gemm.hpp): alpha == 0 or k == 0 reads neither
+// operand, beta == 0 does not read c.
+template <class SA, class SB>
+void gemm_bf16(float alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, float beta,
+               matrix_ref<float> c) {
   const index_t m = c.rows, n = c.cols, k = a.cols;
   if (m == 0 || n == 0) return;
   if (k == 0 || alpha == 0.f) return gemm_scale(beta, c);
   // The kernel stores rows of C: a column-major C is computed as C^T = B^T A^T.
   if ((c.cs != 1 && c.rs == 1) || (n == 1 && m > 1))
-    return gemm(alpha, b.transposed(), a.transposed(), beta, c.transposed());
+    return gemm_bf16(alpha, b.transposed(), a.transposed(), beta, c.transposed());
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
   if (const index_t work = m * n * k; work >= gemm_small_work) {
     const int threads =
@@ -163,12 +185,12 @@ inline void gemm(float alpha, matrix_ref<const bfloat16> a, matrix_ref<const bfl
         alpha, a, b, beta, c, default_gemm_blocking<bfloat16, bf16_dot_kernel>(), threads);
   }
 #endif
-  // A tiny product (or no vdpbf16ps): the operands widened to float, exactly.
+  // A tiny product (or no vdpbf16ps): the operands as bfloat16 values, widened to float.
   std::vector<float> wa(static_cast<std::size_t>(m * k)), wb(static_cast<std::size_t>(k * n));
   for (index_t i = 0; i < m; ++i)
-    for (index_t p = 0; p < k; ++p) wa[std::size_t(i * k + p)] = float(a(i, p));
+    for (index_t p = 0; p < k; ++p) wa[std::size_t(i * k + p)] = float(bfloat16(a(i, p)));
   for (index_t p = 0; p < k; ++p)
-    for (index_t j = 0; j < n; ++j) wb[std::size_t(p * n + j)] = float(b(p, j));
+    for (index_t j = 0; j < n; ++j) wb[std::size_t(p * n + j)] = float(bfloat16(b(p, j)));
   gemm<float>(alpha, {wa.data(), m, k, k, 1}, {wb.data(), k, n, n, 1}, beta, c);
 }
 

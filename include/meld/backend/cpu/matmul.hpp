@@ -39,15 +39,16 @@ strided_operand<T> as_strided(const E& e) {
   }
 }
 
-// c = alpha a b + beta c for rank-2 or rank-3 (batched) strided operands of S (T, or bfloat16 for
-// gemm_bf16.hpp's kernel); c does not overlap a or b (gemm_into copies an operand that does). One
-// instantiation per element type, whatever the operands' expressions.
-template <class T, class S>
-MELD_NOINLINE void gemm_strided(T alpha, const strided_operand<S>& a, const strided_operand<S>& b,
+// c = alpha a b + beta c for rank-2 or rank-3 (batched) strided operands; c does not overlap a
+// or b (gemm_into copies an operand that does). Bf16: the operands are read as bfloat16 by
+// gemm_bf16.hpp's kernel (bfloat16 memory, or float rounded as it is packed). One instantiation
+// per element types, whatever the operands' expressions.
+template <class T, bool Bf16 = false, class SA, class SB>
+MELD_NOINLINE void gemm_strided(T alpha, const strided_operand<SA>& a, const strided_operand<SB>& b,
                                 T beta, T* c_data, const shape_t& cs, const strides_t& c_strides) {
   const int rc = cs.size();
   const index_t batches = rc == 3 ? cs[0] : 1;
-  auto matrix = [](const strided_operand<S>& x, index_t batch) {
+  auto matrix = []<class S>(const strided_operand<S>& x, index_t batch) {
     const int r = x.shape.size();
     const index_t offset = r == 3 ? batch * x.strides[0] : 0;
     return matrix_ref<const S>{x.data + offset, x.shape[r - 2], x.shape[r - 1], x.strides[r - 2],
@@ -56,7 +57,10 @@ MELD_NOINLINE void gemm_strided(T alpha, const strided_operand<S>& a, const stri
   auto one = [&](index_t batch) {
     const index_t c_off = rc == 3 ? batch * c_strides[0] : 0;
     matrix_ref<T> c{c_data + c_off, cs[rc - 2], cs[rc - 1], c_strides[rc - 2], c_strides[rc - 1]};
-    gemm(alpha, matrix(a, batch), matrix(b, batch), beta, c);
+    if constexpr (Bf16)
+      gemm_bf16(alpha, matrix(a, batch), matrix(b, batch), beta, c);
+    else
+      gemm(alpha, matrix(a, batch), matrix(b, batch), beta, c);
   };
   // A batch of products too small to use the threads one by one runs one product per task (each
   // on one thread; the results do not depend on the thread count either way).
@@ -72,6 +76,24 @@ MELD_NOINLINE void gemm_strided(T alpha, const strided_operand<S>& a, const stri
     return;
   }
   for (index_t batch = 0; batch < batches; ++batch) one(batch);
+}
+
+// An operand of a product of T: strided memory of T; for the bfloat16 kernel (Bf16), bfloat16
+// memory, or the float tensor x of cast<bfloat16>(x), which the kernel's packing rounds (no
+// bfloat16 copy of it is made).
+template <class E>
+inline constexpr bool is_bfloat16_cast_of_float_leaf = false;
+template <class L>
+inline constexpr bool is_bfloat16_cast_of_float_leaf<map_expr<ops::cast_op<bfloat16>, L>> =
+    strided_leaf<L>&& std::is_same_v<value_t<L>, float>;
+template <class T, bool Bf16, class E>
+auto product_operand(const E& e) {
+  if constexpr (!Bf16)
+    return as_strided<T>(e);
+  else if constexpr (is_bfloat16_cast_of_float_leaf<E>)
+    return as_strided<float>(e.template operand<0>());
+  else
+    return as_strided<bfloat16>(e);
 }
 
 // An operand that overlaps the output is copied first: a product reads each operand element many
@@ -102,21 +124,21 @@ void gemm_into(T alpha, const A& a_expr, const B& b_expr, T beta, const C& c_vie
     gemm_into(static_cast<F>(alpha), a_expr, b_expr, static_cast<F>(beta), c);
     assign(c_view, c);
   } else {
-    // bfloat16 operands of a float product stay bfloat16 where the vdpbf16ps kernel reads them
+    // bfloat16 operands of a float product go to the vdpbf16ps kernel where it exists
     // (gemm_bf16.hpp); elsewhere operands are read as T (widened, exactly, from bfloat16).
-    using S = std::conditional_t<std::is_same_v<T, float> && has_bf16_dot &&
-                                     std::is_same_v<value_t<A>, bfloat16> &&
-                                     std::is_same_v<value_t<B>, bfloat16>,
-                                 bfloat16, T>;
-    strided_operand<S> a = as_strided<S>(a_expr), b = as_strided<S>(b_expr);
+    constexpr bool bf16 = std::is_same_v<T, float> && has_bf16_dot &&
+                          std::is_same_v<value_t<A>, bfloat16> &&
+                          std::is_same_v<value_t<B>, bfloat16>;
+    auto a = product_operand<T, bf16>(a_expr);
+    auto b = product_operand<T, bf16>(b_expr);
     if (c_view.size() != 0) {
       const byte_span out = span_of(reinterpret_cast<const char*>(c_view.raw_data()),
                                     c_view.shape(), c_view.strides(), sizeof(T));
       detach(a, out);
       detach(b, out);
     }
-    gemm_strided<T>(alpha, a, b, beta, const_cast<T*>(c_view.raw_data()), c_view.shape(),
-                    c_view.strides());
+    gemm_strided<T, bf16>(alpha, a, b, beta, const_cast<T*>(c_view.raw_data()), c_view.shape(),
+                          c_view.strides());
   }
 }
 
