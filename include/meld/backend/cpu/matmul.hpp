@@ -85,7 +85,7 @@ template <class E>
 inline constexpr bool is_bfloat16_cast_of_float_leaf = false;
 template <class L>
 inline constexpr bool is_bfloat16_cast_of_float_leaf<map_expr<ops::cast_op<bfloat16>, L>> =
-    strided_leaf<L>&& std::is_same_v<value_t<L>, float>;
+    (strided_leaf<L> && std::is_same_v<value_t<L>, float>);
 template <class T, bool Bf16, class E>
 auto product_operand(const E& e) {
   if constexpr (!Bf16)
