@@ -19,10 +19,10 @@
 // (as the hardware defines it); products of normal values are those of the float kernel.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
-#include <vector>
 
 #include "../../core/bfloat16.hpp"
 #include "../../core/config.hpp"
@@ -58,14 +58,14 @@ struct bf16_dot_kernel {
   // The same for a contiguous sequence (bfloat16: one load).
   template <class E>
   static std::uint32_t pair(const E* x, index_t p, index_t k) {
-    if (p + 1 >= k) return bits(x[p]);
     if constexpr (std::is_same_v<E, bfloat16>) {
-      std::uint32_t w;
-      std::memcpy(&w, x + p, sizeof w);
-      return w;
-    } else {
-      return bits(x[p]) | bits(x[p + 1]) << 16;
+      if (p + 1 < k) {
+        std::uint32_t w;
+        std::memcpy(&w, x + p, sizeof w);
+        return w;
+      }
     }
+    return pair(x, 1, p, k);
   }
   // 16 consecutive elements as the low halves of 16 words.
   static __m512i widen16(const bfloat16* x) {
@@ -159,15 +159,10 @@ struct bf16_dot_kernel {
   }
 };
 
-#else
-
-inline constexpr bool has_bf16_dot = false;
-
-#endif
-
 // c = alpha a b + beta c for operands read as bfloat16 (bfloat16 memory, or float rounded to
 // bfloat16) and a float c, with gemm's semantics (gemm.hpp): alpha == 0 or k == 0 reads neither
-// operand, beta == 0 does not read c.
+// operand, beta == 0 does not read c. (Without vdpbf16ps, matmul.hpp widens the operands to float
+// and never calls it.)
 template <class SA, class SB>
 void gemm_bf16(float alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, float beta,
                matrix_ref<float> c) {
@@ -177,22 +172,27 @@ void gemm_bf16(float alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, floa
   // The kernel stores rows of C: a column-major C is computed as C^T = B^T A^T.
   if ((c.cs != 1 && c.rs == 1) || (n == 1 && m > 1))
     return gemm_bf16(alpha, b.transposed(), a.transposed(), beta, c.transposed());
-#if defined(__AVX512BF16__) && defined(__AVX512F__)
   if (const index_t work = m * n * k; work >= gemm_small_work) {
     const int threads =
         work < gemm_parallel_work || thread_pool::in_task() ? 1 : thread_pool::global().size();
     return gemm_blocked<bf16_dot_kernel>(
         alpha, a, b, beta, c, default_gemm_blocking<bfloat16, bf16_dot_kernel>(), threads);
   }
-#endif
-  // A tiny product (or no vdpbf16ps): the operands as bfloat16 values, widened to float.
-  std::vector<float> wa(static_cast<std::size_t>(m * k)), wb(static_cast<std::size_t>(k * n));
+  // A tiny product (m n k < gemm_small_work, so that m k and k n fit on the stack): the operands
+  // as bfloat16 values, widened to float, through float's gemm.
+  std::array<float, gemm_small_work> wa, wb;
   for (index_t i = 0; i < m; ++i)
     for (index_t p = 0; p < k; ++p) wa[std::size_t(i * k + p)] = float(bfloat16(a(i, p)));
   for (index_t p = 0; p < k; ++p)
     for (index_t j = 0; j < n; ++j) wb[std::size_t(p * n + j)] = float(bfloat16(b(p, j)));
   gemm<float>(alpha, {wa.data(), m, k, k, 1}, {wb.data(), k, n, n, 1}, beta, c);
 }
+
+#else
+
+inline constexpr bool has_bf16_dot = false;
+
+#endif
 
 }  // namespace meld::detail::cpu_eval
 
