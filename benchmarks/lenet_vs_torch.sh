@@ -75,7 +75,10 @@ on_cores() {  # threads, command...: the command on cores 0 .. threads-1
 rate_of() { sed -n 's/.*samples_per_sec=\([0-9.]*\).*/\1/p'; }
 cores=$(nproc)
 meld_run() {  # executable, threads, precision -> samples/s
-  local run=("$1" --model "$model" --epochs 1 --limit "$limit" --precision "$3")
+  # (--precision only for bf16: float is the default, and custom_model, which MELD_EXES may name,
+  # trains in float and has no such flag.)
+  local run=("$1" --model "$model" --epochs 1 --limit "$limit")
+  if [ "$3" != float ]; then run+=(--precision "$3"); fi
   if [[ $2 == all ]]; then  # every core, unpinned: the faster of 1 worker and one per core
     echo "$(MELD_NUM_THREADS=$cores "${run[@]}" --threads "$cores" 2>/dev/null | rate_of)" \
       "$("${run[@]}" --workers "$cores" --threads 1 2>/dev/null | rate_of)" | best
