@@ -289,9 +289,9 @@ cpu_eval::matrix_ref<T> mutable_ref_of(const meld::tensor_view<T>& v) {
 // one shape, operand layouts and alpha / beta chosen from `pick`: Kernel's operands of S, C of T
 // (Rounded: the kernel reads the operands rounded to bfloat16).
 template <class T, class S = T, class Kernel = cpu_eval::packed_kernel<T>, bool Rounded = false>
-void check_blocked(index_t m, index_t n, index_t k, int pick, int threads) {
+void check_blocked(index_t m, index_t n, index_t k, int pick, int threads, index_t kc = 7) {
   using tile = Kernel;
-  const cpu_eval::gemm_blocking tiny{2 * tile::mr, 7, 2 * tile::nr};
+  const cpu_eval::gemm_blocking tiny{2 * tile::mr, kc, 2 * tile::nr};
   const layout_kind la = all_layouts[pick % 4], lb = all_layouts[(pick / 4) % 4],
                     lc = all_layouts[(pick / 16) % 4];
   const T alphas[] = {T(1), T(-0.75)}, betas[] = {T(0), T(1), T(2.5)};
@@ -346,6 +346,17 @@ HOST_TEST_CASE("the blocked kernel crosses every block boundary and edge tile", 
           meld::set_num_threads(threads);
           check_blocked<T, S, tile, decltype(rounded)::value>(m, n, k, pick++, threads);
         }
+    if constexpr (!std::is_same_v<S, T> || decltype(rounded)::value) {
+      // Blocks of k long enough for the bfloat16 packings' whole 16 x 16 blocks of words (read
+      // along one dimension, transposed in registers), beside their edges.
+      for (index_t m : {index_t(15), index_t(16), index_t(33), 2 * mr + 1})
+        for (index_t n : {nr, 2 * nr + 3})
+          for (index_t k : {index_t(32), index_t(64), index_t(95), index_t(131)}) {
+            const int threads = 1 + pick % 2;
+            meld::set_num_threads(threads);
+            check_blocked<T, S, tile, decltype(rounded)::value>(m, n, k, pick++, threads, 64);
+          }
+    }
   };
   SECTION("float") {
     run(0.f, 0.f, std::type_identity<cpu_eval::packed_kernel<float>>{}, std::false_type{});
@@ -359,6 +370,19 @@ HOST_TEST_CASE("the blocked kernel crosses every block boundary and edge tile", 
   }
   SECTION("float operands rounded to bfloat16 as the vdpbf16ps kernel packs them") {
     run(0.f, 0.f, std::type_identity<cpu_eval::bf16_dot_kernel>{}, std::true_type{});
+  }
+#endif
+#if defined(MELD_DETAIL_AMX)
+  if (cpu_eval::amx_bf16_usable()) {
+    SECTION("bfloat16 operands, float C: the AMX kernel (k in whole tiles, padded with zeros)") {
+      run(0.f, meld::bfloat16(), std::type_identity<cpu_eval::bf16_amx_kernel>{},
+          std::false_type{});
+    }
+    SECTION("float operands rounded to bfloat16 as the AMX kernel packs them") {
+      run(0.f, 0.f, std::type_identity<cpu_eval::bf16_amx_kernel>{}, std::true_type{});
+    }
+  } else {
+    WARN("AMX-BF16 compiled but not usable here (CPU, Linux or MELD_NO_AMX): its kernel untested");
   }
 #endif
 }

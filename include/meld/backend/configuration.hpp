@@ -95,8 +95,9 @@ namespace detail {
 // Every environment variable that meld's headers read. tests/core/test_configuration.cpp checks
 // this list against the "MELD_..." strings of include/.
 inline constexpr const char* environment_variables[] = {
-    "MELD_NUM_THREADS",  "MELD_SIM_DEVICES", "MELD_SIM_MEMORY",     "MELD_SIM_FAULT_REPORT",
-    "MELD_COMM_TIMEOUT", "MELD_COMM_DEBUG",  "MELD_NO_ISA_WARNING", "MELD_TRACE",
+    "MELD_NUM_THREADS",      "MELD_SIM_DEVICES",  "MELD_SIM_MEMORY",
+    "MELD_SIM_FAULT_REPORT", "MELD_COMM_TIMEOUT", "MELD_COMM_DEBUG",
+    "MELD_NO_ISA_WARNING",   "MELD_TRACE",        "MELD_NO_AMX",
 };
 
 // The names of the instruction sets in `set`, in isa_names' order.

@@ -64,9 +64,10 @@ class linear : public weighted_layer<T, B> {
                                     : tensor_type(out_shape, uninitialized);
     const T beta = this->has_bias_ ? T(1) : T(0);
     if (precision_ == nn::precision::bfloat16) {
+      // The input rounded once and kept for backward in half the memory; the weights rounded as
+      // the product reads them (the CPU's bfloat16 kernels round while they pack).
       tensor<bfloat16, B> x16 = meld::cast<bfloat16>(x);
-      weight16_ = meld::cast<bfloat16>(this->weight_);
-      gemm(T(1), x16, weight16_.transpose(), beta, y);
+      gemm(T(1), x16, meld::cast<bfloat16>(this->weight_.transpose()), beta, y);
       input16_.save(x16);
       return y;
     }
@@ -106,18 +107,19 @@ class linear : public weighted_layer<T, B> {
   nn::precision precision() const { return precision_; }
 
  private:
-  // backward with bfloat16 operands: the saved input, the weights' copy of the forward pass and
-  // the output gradient rounded once; the bias gradient from the float gradient.
+  // backward with bfloat16 operands: the saved input, and the output gradient and the weights
+  // rounded as the products read them; the bias gradient from the float gradient.
   tensor_type backward16(const tensor_type& grad_output, bool input_gradient) {
     const auto& x16 = input16_.get(this->name_);
     detail::expect_shape(this->name_, "the output gradient", grad_output.shape(),
                          {x16.shape()[0], out_});
-    const tensor<bfloat16, B> g16 = meld::cast<bfloat16>(grad_output);
-    gemm(T(1), g16.transpose(), x16, T(1), this->weight_grad_);  // dW += g^T x
+    gemm(T(1), meld::cast<bfloat16>(grad_output.transpose()), x16, T(1),
+         this->weight_grad_);  // dW += g^T x
     if (this->has_bias_) this->bias_grad_ += meld::sum(grad_output, 0);
     if (!input_gradient) return tensor_type();
     tensor_type dx({x16.shape()[0], in_}, uninitialized);
-    gemm(T(1), g16, weight16_, T(0), dx);  // dx = g W
+    gemm(T(1), meld::cast<bfloat16>(grad_output), meld::cast<bfloat16>(this->weight_), T(0),
+         dx);  // dx = g W
     return dx;
   }
 
@@ -125,7 +127,6 @@ class linear : public weighted_layer<T, B> {
   nn::precision precision_;
   detail::saved_tensor<T, B> input_;
   detail::saved_tensor<bfloat16, B> input16_;
-  tensor<bfloat16, B> weight16_;
 };
 
 /// @}

@@ -12,10 +12,11 @@ enum class precision {
   /// Float operands (the default).
   float32,
   /// Mixed precision: the products read the weights, the input and the output gradient rounded
-  /// to bfloat16, and accumulate in float (linear keeps bfloat16 copies: the weights' once per
-  /// forward pass, the input's for backward, in half the memory). On a CPU with AVX512_BF16 the
-  /// products run vdpbf16ps (backend/cpu/gemm_bf16.hpp); elsewhere they widen the operands to
-  /// float, and only the numbers and the saved memory change, not the speed.
+  /// to bfloat16, and accumulate in float (linear keeps a bfloat16 copy of its input for backward,
+  /// in half the memory; the weights and gradients are rounded as the products read them). On a
+  /// CPU with AVX512_BF16 the products run AMX tiles where the CPU has them, else vdpbf16ps
+  /// (backend/cpu/gemm_bf16.hpp); elsewhere they widen the operands to float, and only the numbers
+  /// and the saved memory change, not the speed.
   bfloat16,
 };
 

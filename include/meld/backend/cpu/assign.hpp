@@ -164,7 +164,7 @@ MELD_NOINLINE void assign_planned(const View& dst, const E& e) {
 }
 
 template <class View, class E>
-void assign(const View& dst, const E& e) {
+void assign_expression(const View& dst, const E& e) {
   using T = typename View::value_type;
   using C = cursor_t<E>;
   constexpr int N = 1 + C::leaf_count;
@@ -194,6 +194,27 @@ void assign(const View& dst, const E& e) {
       return reduce_axis<typename E::reducer_type>(dst, e.operand(), e.axis());
   }
   assign_planned(dst, e);
+}
+
+// Whether E is cast<T>(x) of an x that computes in float: stored into T, it is x rounded as it is
+// stored (the same rounding), which the float batches do; the cast's own node has no batch form.
+template <class E, class T, class = void>
+inline constexpr bool is_float16_cast_of_float = false;
+template <class E, class T>
+inline constexpr bool is_float16_cast_of_float<E, T, std::void_t<typename E::operation>> =
+    is_float16<T>&& std::is_same_v<typename E::operation, ops::cast_op<T>>&& std::is_same_v<
+        compute_t<
+            value_t<std::remove_cvref_t<decltype(std::declval<const E&>().template operand<0>())>>>,
+        float>;
+
+template <class View, class E>
+void assign(const View& dst, const E& e) {
+  using T = typename View::value_type;
+  if constexpr (is_float16_cast_of_float<E, T>) {
+    return assign(dst, e.template operand<0>());
+  } else {
+    assign_expression(dst, e);
+  }
 }
 
 // Fills n contiguous elements, in parallel for large n (first touch by the threads that will use

@@ -175,7 +175,8 @@ inline index_t ceil_div(index_t a, index_t b) {
 }
 
 // C = alpha A B + beta C with a packed micro-kernel (Kernel: packed_kernel in gemm_kernel.hpp, or
-// gemm_bf16.hpp's), on `threads` threads of the global pool. m, n, k > 0; alpha != 0.
+// gemm_bf16_dot.hpp's or gemm_bf16_amx.hpp's), on `threads` threads of the global pool. m, n, k >
+// 0; alpha != 0.
 template <class Kernel, class SA, class SB, class T>
 void gemm_blocked(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T beta, matrix_ref<T> c,
                   const gemm_blocking& blocking, int threads) {
