@@ -213,6 +213,15 @@ MELD_INLINE void narrow(bfloat16* p, const Batch& v) {
 #if defined(__AVX512F__)
   if constexpr (std::is_base_of_v<xsimd::avx512f, typename Batch::arch_type>) {
     const __m512i u = _mm512_castps_si512(v);
+#if defined(__AVX512BF16__)
+    // vcvtneps2bf16 rounds as bfloat16(float) does, NaN included, but reads subnormal floats as
+    // zeros: a vector holding one takes the integer path below.
+    const __mmask16 subnormal =
+        _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)), u,
+                                    _mm512_set1_epi32(0x007fffff));
+    if (subnormal == 0)
+      return _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), (__m256i)_mm512_cvtneps_pbh(v));
+#endif
     const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
     __m512i r = _mm512_srli_epi32(
         _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);

@@ -238,6 +238,11 @@ void gemm_blocked(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T bet
              free = false)
           slot = (slot + 1) % slots;
         P* packed_a = packed_b + b_size + slot * a_size;
+        // A kernel with per-thread state (AMX's tile configuration) sets it up for the task.
+        constexpr bool has_task_state = requires {
+          Kernel::begin_task();
+        };
+        if constexpr (has_task_state) Kernel::begin_task();
         for (index_t p0 = m_panels * im / mt; p0 < p_end; p0 += mc_panels) {
           const index_t p1 = std::min(p_end, p0 + mc_panels);
           for (index_t p = p0; p < p1; ++p) {
@@ -268,6 +273,7 @@ void gemm_blocked(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T bet
             }
           }
         }
+        if constexpr (has_task_state) Kernel::end_task();
         slot_taken[std::size_t(slot)].store(false, std::memory_order_release);
       };
       if (threads == 1) {

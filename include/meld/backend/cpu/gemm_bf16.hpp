@@ -36,8 +36,8 @@ void gemm_bf16(float alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, floa
     const int threads =
         work < gemm_parallel_work || thread_pool::in_task() ? 1 : thread_pool::global().size();
     if (amx_bf16_usable())
-      return gemm_blocked<bf16_amx_kernel>(
-          alpha, a, b, beta, c, default_gemm_blocking<bfloat16, bf16_amx_kernel>(), threads);
+      return gemm_blocked<bf16_amx_kernel>(alpha, a, b, beta, c, bf16_amx_kernel::blocking(),
+                                           threads);
     return gemm_blocked<bf16_dot_kernel>(
         alpha, a, b, beta, c, default_gemm_blocking<bfloat16, bf16_dot_kernel>(), threads);
   }

@@ -1,11 +1,14 @@
 // The AMX micro-kernel for products of bfloat16 operands into a float C (gemm_bf16.hpp chooses it
 // where the build targets AMX-BF16 and the CPU and Linux let this process use it). AMX holds eight
 // tile registers of 16 rows x 64 bytes; one tdpbf16ps multiplies a 16 x 32 bfloat16 tile of A by a
-// 32 x 16 tile of B into a 16 x 16 float tile: 8,192 multiply-adds, 16 times vdpbf16ps's. The
-// kernel keeps a 32 x 32 block of C in four tiles and, for each 32 steps of k, loads two tiles of
-// A and two of B and issues four products (2 x 2, as the eight registers allow).
+// 32 x 16 tile of B into a 16 x 16 float tile: 8,192 multiply-adds (a vdpbf16ps does 32). A loop of
+// independent tdpbf16ps ran at 1,795 GFLOP/s on one core of the Xeon AMX VM, 13 times that core's
+// float FMA peak (134). The kernel keeps a 32 x 32 block of C in four tiles and, for each 32 steps
+// of k, loads two tiles of A and two of B and issues four products (2 x 2, as eight registers
+// allow).
 //
-// Packing is vdpbf16ps's (gemm_bf16_dot.hpp) with k rounded up to a whole tile, 16 words, of zeros:
+// Packing pairs k as for vdpbf16ps (gemm_bf16_dot.hpp; B's panels are the same), with k rounded
+// up to whole tiles, 16 words, of zeros and A's words in rows of a tile:
 //
 //   A panel (32 x kc): word (r, q) at a[(q / 16 * 32 + r) * 16 + q % 16]  -- a 16-word row per r
 //   B panel (kc x 32): word (q, j) at b[q * 32 + j]                       -- as vdpbf16ps's
@@ -15,6 +18,7 @@
 // subnormal results; it rounds to nearest even whatever MXCSR says.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -61,6 +65,25 @@ struct bf16_amx_kernel : bf16_pair_packing<2> {
   static constexpr index_t tile_words = 16;  // pairs of k in a tile row: 64 bytes
   static constexpr index_t steps(index_t kc) {
     return (kc + 2 * tile_words - 1) / (2 * tile_words) * tile_words;
+  }
+
+  // Block sizes: tile loads take their operands from L2 fast enough that, unlike the vector
+  // kernels' (gemm.hpp), the A micro-panel need not stay in L1, and long blocks of k save passes
+  // over C. KC: the B micro-panel in a quarter of L2; MC: the A block in half of it; NC as the
+  // vector kernels'. On the Xeon AMX VM (2 MiB L2: KC 2048, MC 256), one thread, best of 7
+  // interleaved runs, GFLOP/s for KC 384 (the vector kernels' rule), 1024 and 2048: 512^3 343,
+  // 374, 387; 1024^3 330, 389, 396; 2048^3 654, 864, 848.
+  static const gemm_blocking& blocking() {
+    static const gemm_blocking b = [] {
+      const cache_sizes& caches = host_cache_sizes();
+      const auto l2 = static_cast<index_t>(caches.l2);
+      const index_t l3 = std::max(static_cast<index_t>(caches.l3), l2);
+      const index_t kc = std::clamp<index_t>(l2 / 4 / (nr * 2) / 32 * 32, 256, 2048);
+      const index_t mc = std::clamp<index_t>(l2 / 2 / (kc * 2) / mr * mr, 2 * mr, 64 * mr);
+      const index_t nc = std::clamp<index_t>(l3 / 2 / (kc * 2) / nr * nr, 4 * nr, 4096);
+      return gemm_blocking{mc, kc, nc};
+    }();
+    return b;
   }
 
   template <class E>
@@ -128,7 +151,6 @@ struct bf16_amx_kernel : bf16_pair_packing<2> {
   // later k blocks) the tiles load and store C directly; otherwise they go through a buffer.
   MELD_NOINLINE static void multiply(index_t steps, const std::uint32_t* a, const std::uint32_t* b,
                                      float alpha, float beta, float* c, index_t ldc) {
-    configure_tiles();
     const bool direct = alpha == 1.f && (beta == 0.f || beta == 1.f);
     const auto c_stride = static_cast<long>(ldc * sizeof(float));
     if (direct && beta == 1.f) {
@@ -177,10 +199,12 @@ struct bf16_amx_kernel : bf16_pair_packing<2> {
       });
   }
 
- private:
-  // Every tile 16 rows of 64 bytes (palette 1). The configuration is the calling thread's state,
-  // loaded by each call: no other code of the thread can have changed it in between.
-  static void configure_tiles() {
+  // The tile registers' shapes, every tile 16 rows of 64 bytes (palette 1): a thread's state, set
+  // when a task of a product starts on the thread (gemm_blocked) rather than by every call of
+  // multiply (which may be as short as one step of 32 k), and released when the task ends, which
+  // marks the 8 KiB of tile data unused again: nothing to save on a context switch, and no other
+  // code on the thread meets a configuration it did not set.
+  static void begin_task() {
     struct alignas(64) tile_config {
       std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
       std::uint16_t bytes_per_row[16] = {64, 64, 64, 64, 64, 64, 64, 64};
@@ -189,6 +213,7 @@ struct bf16_amx_kernel : bf16_pair_packing<2> {
     static constexpr tile_config config{};
     _tile_loadconfig(&config);
   }
+  static void end_task() { _tile_release(); }
 };
 
 #else
