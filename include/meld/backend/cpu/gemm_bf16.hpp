@@ -35,9 +35,11 @@ void gemm_bf16(float alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, floa
   if (const index_t work = m * n * k; work >= gemm_small_work) {
     const int threads =
         work < gemm_parallel_work || thread_pool::in_task() ? 1 : thread_pool::global().size();
+#if defined(MELD_DETAIL_AMX)
     if (amx_bf16_usable())
       return gemm_blocked<bf16_amx_kernel>(alpha, a, b, beta, c, bf16_amx_kernel::blocking(),
                                            threads);
+#endif
     return gemm_blocked<bf16_dot_kernel>(
         alpha, a, b, beta, c, default_gemm_blocking<bfloat16, bf16_dot_kernel>(), threads);
   }

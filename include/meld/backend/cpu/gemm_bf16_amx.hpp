@@ -27,7 +27,9 @@
 
 #include "gemm_bf16_dot.hpp"
 
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__) && \
+// g++ spells the targets' macros __AMX_TILE__ and __AMX_BF16__, clang __AMXTILE__ and __AMXBF16__.
+#if (defined(__AMX_TILE__) || defined(__AMXTILE__)) &&                            \
+    (defined(__AMX_BF16__) || defined(__AMXBF16__)) && defined(__AVX512BF16__) && \
     defined(__linux__) && defined(__x86_64__)
 #define MELD_DETAIL_AMX 1
 #include <cpuid.h>
