@@ -2,7 +2,7 @@
 // and bfloat16 -> float, against a float copy of the same element count (the memory's pace for
 // these sizes) and against the scalar conversion in a plain loop (what the SIMD kernels replace).
 // Bytes are those the conversion moves: 4 read + 2 written per element (2 + 4 widening, 8 for the
-// float copy).
+// float copy and for a float expression that rounds its lanes to bfloat16).
 #include "common.hpp"
 
 namespace {
@@ -57,6 +57,22 @@ void widen_meld(benchmark::State& state) {
   set_bytes_per_element(state, n, 6);
 }
 BENCHMARK(widen_meld)->Name("bfloat16/widen/meld")->Apply(bench::size_and_threads);
+
+// A cast inside a float expression: each lane rounded to bfloat16 and computed on in float (the
+// quantization of a value that stays float), against copy_float's loop.
+void round_in_float(benchmark::State& state) {
+  const index_t n = state.range(0);
+  bench::use_threads(static_cast<int>(state.range(1)));
+  const tensor<float> x = bench::data(n, 1);
+  tensor<float> y({n});
+  for (auto _ : state) {
+    y = meld::cast<bfloat16>(x) * 1.f;
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes_per_element(state, n, 8);
+}
+BENCHMARK(round_in_float)->Name("bfloat16/round_in_float/meld")->Apply(bench::size_and_threads);
 
 void copy_float(benchmark::State& state) {
   const index_t n = state.range(0);

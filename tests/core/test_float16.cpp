@@ -138,6 +138,18 @@ SYNC_BACKEND_TEST_CASE("bfloat16 tensors convert as the scalar conversion does",
   const tensor<bfloat16> eo = meld::to<meld::cpu<>>(every_other);
   for (meld::index_t i = 0; i < 2000; ++i)
     REQUIRE(same_value(eo(i), bfloat16(values[std::size_t(2 * i)])));
+  // A cast inside a float expression: its lanes rounded, the rest computed in float; stored into
+  // float and, rounded once more (exactly: the values are bfloat16's), into bfloat16.
+  const tensor<float> error = meld::to<meld::cpu<>>(tensor<float, B>(meld::cast<bfloat16>(x) - x));
+  const tensor<bfloat16> twice =
+      meld::to<meld::cpu<>>(tensor<bfloat16, B>(meld::cast<bfloat16>(x) * 2.f));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    INFO("element " << i << ", float bits " << bits_of(values[i]));
+    const auto ii = static_cast<meld::index_t>(i);
+    const float want = float(bfloat16(values[i])) - values[i];
+    REQUIRE((bits_of(error(ii)) == bits_of(want) || (std::isnan(error(ii)) && std::isnan(want))));
+    REQUIRE(same_value(twice(ii), bfloat16(float(bfloat16(values[i])) * 2.f)));
+  }
 }
 
 BACKEND_TEST_CASE("expressions over bfloat16 compute in float and round once", "[core][bfloat16]") {
@@ -317,6 +329,15 @@ SYNC_BACKEND_TEST_CASE("meld::half tensors convert as the scalar conversion does
   for (std::size_t i = 0; i < values.size(); ++i) {
     INFO("element " << i << ", float bits " << bits_of(values[i]));
     REQUIRE(same_value(n(static_cast<meld::index_t>(i)), meld::half(values[i])));
+  }
+  // A cast inside a float expression: its lanes rounded, the rest computed in float.
+  const tensor<float> error =
+      meld::to<meld::cpu<>>(tensor<float, B>(meld::cast<meld::half>(x) - x));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    INFO("element " << i << ", float bits " << bits_of(values[i]));
+    const float e = error(static_cast<meld::index_t>(i));
+    const float want = float(meld::half(values[i])) - values[i];
+    REQUIRE((bits_of(e) == bits_of(want) || (std::isnan(e) && std::isnan(want))));
   }
 }
 

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "../core/config.hpp"
+#include "../core/element_type.hpp"
 
 // The functors are __host__ __device__; instantiated for xsimd batches (host code only) they call
 // host functions, which nvcc would report (warning 20011) although that code never runs on a GPU.
@@ -35,6 +36,12 @@ inline constexpr bool same_numeric = (std::is_same_v<Ts, S> && ...) && !std::is_
 
 template <class S, class... Ts>
 inline constexpr bool same_floating = same_numeric<S, Ts...>&& std::is_floating_point_v<S>;
+
+// Each lane of a SIMD batch of floats rounded to To (bfloat16 or half) and widened back, as
+// To(x) then float does one value at a time. Defined by the CPU backend, which evaluates batches
+// (backend/cpu/cursor.hpp).
+template <class To, class Batch>
+MELD_INLINE Batch round_lanes(const Batch& v);
 
 // A floating-point value converted to the integer type I, defined for every input (a plain
 // static_cast is undefined behaviour for NaN, infinities and values out of I's range): NaN gives
@@ -417,11 +424,14 @@ struct clip_op {
   }
 };
 
+// cast<To>(a). On batches: a cast between equal types, or to bfloat16 or half from float, whose
+// batches stay float (the lanes rounded to To; the expression above computes in float).
 template <class To>
 struct cast_op {
   static constexpr int cost = 1;
   template <class S, class... Ts>
-  static constexpr bool simd = std::is_same_v<To, S>&& detail::same_numeric<S, Ts...>;
+  static constexpr bool simd =
+      std::is_same_v<detail::compute_t<To>, S>&& detail::same_numeric<S, Ts...>;
   template <class A>
   MELD_HD MELD_INLINE auto operator()(const A& a) const {
     if constexpr (std::is_floating_point_v<A> && std::is_integral_v<To> &&
@@ -429,6 +439,8 @@ struct cast_op {
       return detail::saturating_cast<To>(a);
     else if constexpr (std::is_constructible_v<To, const A&>)  // numbers, half, bfloat16
       return static_cast<To>(a);
+    else if constexpr (!std::is_same_v<detail::compute_t<To>, To>)
+      return detail::round_lanes<To>(a);  // a SIMD batch of floats
     else
       return a;  // a SIMD batch, which is one of To already (simd<S, ...> needs S == To)
   }

@@ -45,8 +45,10 @@ struct cost_of : std::integral_constant<int, 0> {};
 template <class E>
 struct cost_of<E, std::void_t<decltype(E::cost)>> : std::integral_constant<int, E::cost> {};
 
+// Whether a node of value type V computes on batches of S: its own type, bool (comparisons), or
+// the float in which bfloat16 and half compute (a cast to them).
 template <class V, class S>
-inline constexpr bool batch_value = std::is_same_v<V, S> || std::is_same_v<V, bool>;
+inline constexpr bool batch_value = std::is_same_v<compute_t<V>, S> || std::is_same_v<V, bool>;
 
 // The uniform shape of two operands whose uniform shapes are a and b (see above).
 MELD_INLINE const shape_t* common_uniform(const shape_t* a, const shape_t* b) {
@@ -109,7 +111,7 @@ class map_expr : public expression_tag {
   static constexpr int cost = Op::cost + (detail::cost_of<A>::value + ...);
   template <class S>
   static constexpr bool simd_for =
-      detail::batch_value<value_type, S>&& Op::template simd<S, value_t<A>...> &&
+      detail::batch_value<value_type, S>&& Op::template simd<S, detail::compute_t<value_t<A>>...> &&
       (detail::simd_capable<A, S>::value && ...);
 
   // Unchecked: the functions that build expressions check that the shapes broadcast

@@ -218,12 +218,6 @@ struct bf16_amx_kernel : bf16_pair_packing<2> {
   static void end_task() { _tile_release(); }
 };
 
-#else
-
-inline bool amx_bf16_usable() {
-  return false;
-}
-
 #endif
 
 }  // namespace meld::detail::cpu_eval
