@@ -346,9 +346,9 @@ HOST_TEST_CASE("the blocked kernel crosses every block boundary and edge tile", 
           meld::set_num_threads(threads);
           check_blocked<T, S, tile, decltype(rounded)::value>(m, n, k, pick++, threads);
         }
-    if constexpr (!std::is_same_v<S, T> || decltype(rounded)::value) {
-      // Blocks of k long enough for the bfloat16 packings' whole 16 x 16 blocks of words (read
-      // along one dimension, transposed in registers), beside their edges.
+    {
+      // Blocks of k long enough for the packings' whole 16 x 16 blocks of 4-byte words (read along
+      // one dimension, transposed in registers: float, and bfloat16 pairs), beside their edges.
       for (index_t m : {index_t(15), index_t(16), index_t(33), 2 * mr + 1})
         for (index_t n : {nr, 2 * nr + 3})
           for (index_t k : {index_t(32), index_t(64), index_t(95), index_t(131)}) {

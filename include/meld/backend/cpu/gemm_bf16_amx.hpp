@@ -106,7 +106,7 @@ struct bf16_amx_kernel : bf16_pair_packing<2> {
         for (index_t q0 = 0; q0 < q_full; q0 += 16) {
           __m512i v[16];
           for (int q = 0; q < 16; ++q) v[q] = interleave16(a + r0 + 2 * (q0 + q) * cs, cs);
-          transpose16(v);
+          transpose16x16(v);
           for (int r = 0; r < 16; ++r) _mm512_storeu_si512(&word(r0 + r, q0), v[r]);
         }
         for (index_t r = r0; r < r0 + 16; ++r)

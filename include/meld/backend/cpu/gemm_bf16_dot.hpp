@@ -76,33 +76,6 @@ struct bf16_pair_packing {
     return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x)));
   }
 
-  // 16 x 16 words transposed in registers: lane j of v[i] becomes lane i of v[j].
-  static void transpose16(__m512i (&v)[16]) {
-    __m512i t[16];
-    for (int i = 0; i < 16; i += 2) {
-      t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
-      t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
-    }
-    // Now v[4 k + m]'s 128-bit lane L holds element 4 L + m of rows 4 k to 4 k + 3.
-    for (int i = 0; i < 16; i += 4) {
-      v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-      v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-      v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-      v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    // A 4 x 4 transpose of 128-bit lanes for each m.
-    for (int m = 0; m < 4; ++m) {
-      const __m512i s0 = _mm512_shuffle_i32x4(v[m], v[4 + m], 0x44);
-      const __m512i s1 = _mm512_shuffle_i32x4(v[m], v[4 + m], 0xEE);
-      const __m512i s2 = _mm512_shuffle_i32x4(v[8 + m], v[12 + m], 0x44);
-      const __m512i s3 = _mm512_shuffle_i32x4(v[8 + m], v[12 + m], 0xEE);
-      t[m] = _mm512_shuffle_i32x4(s0, s2, 0x88);
-      t[4 + m] = _mm512_shuffle_i32x4(s0, s2, 0xDD);
-      t[8 + m] = _mm512_shuffle_i32x4(s1, s3, 0x88);
-      t[12 + m] = _mm512_shuffle_i32x4(s1, s3, 0xDD);
-    }
-    for (int i = 0; i < 16; ++i) v[i] = t[i];
-  }
   // 32 consecutive elements along k as 16 words (float: rounded to nearest even).
   static __m512i words16(const bfloat16* x) { return _mm512_loadu_si512(x); }
   static __m512i words16(const float* x) {
@@ -143,7 +116,7 @@ struct bf16_pair_packing {
           for (index_t j0 = 0; j0 < nr; j0 += 16) {
             __m512i v[16];
             for (int j = 0; j < 16; ++j) v[j] = words16(b + (j0 + j) * cs + 2 * q0);
-            transpose16(v);
+            transpose16x16(v);
             for (int q = 0; q < 16; ++q) _mm512_store_si512(to + (q0 + q) * nr + j0, v[q]);
           }
       }

@@ -99,6 +99,38 @@ MELD_NOINLINE void gemm_micro_kernel(index_t kc, const T* a, const T* b, T beta,
   }
 }
 
+#if defined(__AVX512F__)
+// 16 x 16 32-bit words transposed in registers: lane j of v[i] becomes lane i of v[j]. (The
+// packings of column-major B: floats here, pairs of bfloat16 in gemm_bf16_dot.hpp, and the AMX
+// kernel's column-major A.)
+MELD_INLINE void transpose16x16(__m512i (&v)[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+  }
+  // Now v[4 k + m]'s 128-bit lane L holds element 4 L + m of rows 4 k to 4 k + 3.
+  for (int i = 0; i < 16; i += 4) {
+    v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  // A 4 x 4 transpose of 128-bit lanes for each m.
+  for (int m = 0; m < 4; ++m) {
+    const __m512i s0 = _mm512_shuffle_i32x4(v[m], v[4 + m], 0x44);
+    const __m512i s1 = _mm512_shuffle_i32x4(v[m], v[4 + m], 0xEE);
+    const __m512i s2 = _mm512_shuffle_i32x4(v[8 + m], v[12 + m], 0x44);
+    const __m512i s3 = _mm512_shuffle_i32x4(v[8 + m], v[12 + m], 0xEE);
+    t[m] = _mm512_shuffle_i32x4(s0, s2, 0x88);
+    t[4 + m] = _mm512_shuffle_i32x4(s0, s2, 0xDD);
+    t[8 + m] = _mm512_shuffle_i32x4(s1, s3, 0x88);
+    t[12 + m] = _mm512_shuffle_i32x4(s1, s3, 0xDD);
+  }
+  for (int i = 0; i < 16; ++i) v[i] = t[i];
+}
+#endif
+
 // Packs `rows` (<= MR) rows x kc columns of a strided A (element (i, p) at a[i * rs + p * cs])
 // into one panel, times alpha; rows past `rows` are zero.
 template <class T, int MR>
@@ -138,12 +170,31 @@ void pack_b_panel(const T* b, index_t rs, index_t cs, index_t cols, index_t kc, 
   } else if (cols == NR && cs == 1) {
     for (index_t p = 0; p < kc; ++p) std::memcpy(to + p * NR, b + p * rs, NR * sizeof(T));
   } else if (rs == 1) {
-    // Column-major B (a transposed view): a cache line of each column at a time, into as many
-    // rows of the panel. (Whole columns at a time wrote the kc rows of the panel NR times over,
-    // a 256 KiB panel for kc = 1024 swept 64 times out of L1; that was 15 % of a LeNet step, in
-    // the convolutions' weight gradients, whose B is the transposed im2col matrix.)
+    // Column-major B (a transposed view, as a linear layer's weights in its forward product): 16
+    // columns of 16 steps of 4-byte elements are read as 16 vectors and transposed in registers
+    // (AVX-512); the rest a cache line of each column at a time, into as many rows of the panel.
+    // (Whole columns at a time wrote the kc rows of the panel NR times over, a 256 KiB panel for
+    // kc = 1024 swept 64 times out of L1; that was 15 % of a LeNet step, in the convolutions'
+    // weight gradients, whose B is the transposed im2col matrix.)
+    index_t p_done = 0;
+#if defined(__AVX512F__)
+    if constexpr (sizeof(T) == 4 && NR % 16 == 0 &&
+                  std::is_base_of_v<xsimd::avx512f, typename V::arch_type>) {
+      if (cols == NR) {
+        p_done = kc / 16 * 16;
+        for (index_t p0 = 0; p0 < p_done; p0 += 16)
+          for (index_t j0 = 0; j0 < NR; j0 += 16) {
+            __m512i v[16];
+            for (int j = 0; j < 16; ++j)
+              v[j] = _mm512_loadu_si512(reinterpret_cast<const void*>(b + (j0 + j) * cs + p0));
+            transpose16x16(v);
+            for (int p = 0; p < 16; ++p) _mm512_store_si512(to + (p0 + p) * NR + j0, v[p]);
+          }
+      }
+    }
+#endif
     constexpr index_t line = 64 / sizeof(T);
-    for (index_t p0 = 0; p0 < kc; p0 += line) {
+    for (index_t p0 = p_done; p0 < kc; p0 += line) {
       const index_t p1 = std::min(kc, p0 + line);
       for (index_t j = 0; j < cols; ++j) {
         const T* col = b + j * cs;
