@@ -131,16 +131,60 @@ MELD_INLINE void transpose16x16(__m512i (&v)[16]) {
 }
 #endif
 
+#if defined(__AVX512F__)
+// Six rows of 16 floats interleaved as 16 steps of an A panel: to[p * 6 + i] = r[i][p]. Rows are
+// paired first (r0 r1 as 64-bit words (r0[p], r1[p]), so r2 r3 and r4 r5); each 16-float output
+// vector then takes words of two pairs with one permute and the third pair's with a masked one.
+MELD_INLINE void interleave6x16(const __m512 (&r)[6], float* to) {
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+  __m512d pairs[3][2];  // [rows 2 s, 2 s + 1][steps 0-7, 8-15]
+  for (int s = 0; s < 3; ++s) {
+    pairs[s][0] = _mm512_castps_pd(_mm512_permutex2var_ps(r[2 * s], lo, r[2 * s + 1]));
+    pairs[s][1] = _mm512_castps_pd(_mm512_permutex2var_ps(r[2 * s], hi, r[2 * s + 1]));
+  }
+  // Output word t of vector o (of 3 per 8 steps) is word 8 o + t of the sequence p0 p1 p2 (pairs
+  // 0, 1, 2 of step 0), p0 p1 p2 (step 1), ...: step (8 o + t) / 3 of pair (8 o + t) % 3.
+  const __m512i of01[3] = {_mm512_setr_epi64(0, 8, 0, 1, 9, 0, 2, 10),
+                           _mm512_setr_epi64(0, 3, 11, 0, 4, 12, 0, 5),
+                           _mm512_setr_epi64(13, 0, 6, 14, 0, 7, 15, 0)};
+  const __m512i of2[3] = {_mm512_setr_epi64(0, 0, 0, 0, 0, 1, 0, 0),
+                          _mm512_setr_epi64(2, 0, 0, 3, 0, 0, 4, 0),
+                          _mm512_setr_epi64(0, 5, 0, 0, 6, 0, 0, 7)};
+  constexpr __mmask8 is2[3] = {0x24, 0x49, 0x92};
+  for (int h = 0; h < 2; ++h)
+    for (int o = 0; o < 3; ++o) {
+      const __m512d two = _mm512_permutex2var_pd(pairs[0][h], of01[o], pairs[1][h]);
+      _mm512_storeu_pd(reinterpret_cast<double*>(to + (3 * h + o) * 16),
+                       _mm512_mask_permutexvar_pd(two, is2[o], of2[o], pairs[2][h]));
+    }
+}
+#endif
+
 // Packs `rows` (<= MR) rows x kc columns of a strided A (element (i, p) at a[i * rs + p * cs])
 // into one panel, times alpha; rows past `rows` are zero.
 template <class T, int MR>
 void pack_a_panel(const T* a, index_t rs, index_t cs, index_t rows, index_t kc, T alpha, T* to) {
   if (rows == MR && cs == 1) {
+    index_t p_done = 0;
+#if defined(__AVX512F__)
+    // Float rows, 6 at a time (AVX-512's tile): 16 steps in registers, interleaved by permutes.
+    if constexpr (std::is_same_v<T, float> && MR == 6 &&
+                  std::is_base_of_v<xsimd::avx512f, detail::simd_arch>) {
+      p_done = kc / 16 * 16;
+      const __m512 scale = _mm512_set1_ps(alpha);
+      for (index_t p0 = 0; p0 < p_done; p0 += 16) {
+        __m512 r[6];
+        for (int i = 0; i < 6; ++i) r[i] = _mm512_mul_ps(scale, _mm512_loadu_ps(a + i * rs + p0));
+        interleave6x16(r, to + p0 * 6);
+      }
+    }
+#endif
     // Row-major A: a cache line of each row at a time, used up at once. (Walking all MR rows one
     // column at a time revisits each line 16 times, and with a power-of-two row stride the MR
     // lines share one L1 set and evict each other between visits.)
     constexpr index_t line = 64 / sizeof(T);
-    for (index_t p0 = 0; p0 < kc; p0 += line) {
+    for (index_t p0 = p_done; p0 < kc; p0 += line) {
       const index_t p1 = std::min(kc, p0 + line);
       for (index_t r = 0; r < MR; ++r)
         for (index_t p = p0; p < p1; ++p) to[p * MR + r] = alpha * a[r * rs + p];
