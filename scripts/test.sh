@@ -3,16 +3,18 @@
 # (GPU tests run where there is a GPU, else report skipped), then g++ release (with MPI, the
 # examples and benchmarks), clang++ with AddressSanitizer + UndefinedBehaviorSanitizer (the second
 # compiler: clang instruments in less than half of g++'s compile time), the parameter server's
-# MPI tests built with clang++ as well (clang-ps), g++ with ThreadSanitizer (threading tests and
-# the asynchronous instantiations), and the CUDA backend on the emulated device under
+# MPI tests built with clang++ as well (clang-ps), g++ with ThreadSanitizer (threading tests, the
+# asynchronous instantiations, and the emulated device's programs that run streams, events, pools
+# and NCCL ranks concurrently), and the CUDA backend on the emulated device under
 # AddressSanitizer + UndefinedBehaviorSanitizer (emu). Installs
 # missing packages first. Every configuration runs even when an earlier one fails; the last line
 # totals them all: `N passed, M failed, K skipped` (a configuration that does not build counts as
 # one failed test). Exits non-zero if anything failed.
 #   scripts/test.sh            everything
 #   scripts/test.sh release    one configuration (cuda, release, clang-ps, asan, tsan, emu; or
-#                              clang: an optimized clang++ build, or emu-tsan: the emulated device
-#                              under ThreadSanitizer, not part of the default set)
+#                              clang: an optimized clang++ build, or emu-tsan: all of the
+#                              emulated device's programs and its example under ThreadSanitizer,
+#                              not part of the default set)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 jobs=${MELD_JOBS:-$(nproc)}
