@@ -1,13 +1,14 @@
 // CUDA transfers: host to device through a pinned staging buffer (the host returns once the data
 // is staged; the copy runs in stream order), device to host (waits for the device), and device to
 // device, across devices too.
+//
+// A part of executor.hpp, which includes it once executor<cuda<P>> is declared: include that.
 #pragma once
 
 #include "platform.hpp"
 
 #include <cstring>
 
-#include "executor.hpp"
 #include "pinned.hpp"
 
 namespace meld {

@@ -1,5 +1,7 @@
 // Matrix products on CUDA through cuBLAS: strided operands mapped onto cuBLAS's column-major
 // conventions without copies where the layout allows (blas.hpp), other operands evaluated first.
+//
+// A part of executor.hpp, which includes it once executor<cuda<P>> is declared: include that.
 #pragma once
 
 #include "platform.hpp"
@@ -7,7 +9,6 @@
 #include <algorithm>
 
 #include "blas.hpp"
-#include "executor.hpp"
 
 namespace meld {
 

@@ -5,6 +5,8 @@
 // copies, and the views it writes (those of non-const elements) are copied back in stream order.
 // The host waits for the operands' streams, as reading a value does; the work costs what it costs
 // on one CPU thread plus a transfer each way, and gives the same bits as the host backends.
+//
+// A part of executor.hpp, which includes it once executor<cuda<P>> is declared: include that.
 #pragma once
 
 #include "platform.hpp"
@@ -13,7 +15,6 @@
 #include <type_traits>
 
 #include "../../tensor/tensor.hpp"
-#include "executor.hpp"
 
 namespace meld {
 

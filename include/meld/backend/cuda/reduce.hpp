@@ -9,6 +9,8 @@
 // into its partial (Welford's update, one division in double per element), and CUB merges the
 // partials, or a segment's elements, with Chan's formula. One pass over the data; the relative
 // error of M2 is O((n / threads + log2 threads) eps kappa), kappa = |mean| / std.
+//
+// A part of executor.hpp, which includes it once executor<cuda<P>> is declared: include that.
 #pragma once
 
 #include "platform.hpp"
@@ -26,7 +28,6 @@
 
 #include "../../expr/reduce.hpp"
 #include "../future.hpp"
-#include "executor.hpp"
 
 namespace meld {
 

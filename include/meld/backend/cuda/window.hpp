@@ -2,6 +2,8 @@
 // each operation, in a grid-stride loop. Scatters (col2im, the pooling gradients) are written as
 // gathers, each thread summing what reaches its input element in a fixed order: no atomics, and
 // the same result on every run.
+//
+// A part of executor.hpp, which includes it once executor<cuda<P>> is declared: include that.
 #pragma once
 
 #include "platform.hpp"
@@ -11,7 +13,6 @@
 
 #include "../../tensor/tensor_view.hpp"
 #include "../window.hpp"
-#include "executor.hpp"
 
 namespace meld {
 
