@@ -436,6 +436,29 @@ HOST_TEST_CASE("bad uses of events and streams are clear errors, not hangs", "[e
   REQUIRE((*orphan)(0) == 1.f);  // the failed assignment changed nothing
 }
 
+HOST_TEST_CASE("a closing stream frees a tensor whose last owner its own work released", "[exec]") {
+  // The first task's closure holds the last owner of a tensor that the second task writes; the
+  // stream is destroyed while the first runs. Releasing the closure frees the storage behind the
+  // second task, enqueued by the stream's own work on a stream that is closing (waiting for the
+  // second task there would wait for itself: the program hung at exit).
+  std::atomic<bool> started{false};
+  auto owner = std::make_shared<atensor<float>>(shape_t{1024});
+  std::weak_ptr<void> storage;
+  {
+    stream s("closing");
+    meld::bind(*owner, s);
+    storage = owner->storage_ptr();
+    s.enqueue([&started, keep = owner] {
+      started = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    });
+    *owner += 1.f;  // queued behind: the storage has pending work when the closure is released
+    owner.reset();
+    while (!started) std::this_thread::yield();
+  }  // closes the stream during the first task
+  REQUIRE(storage.expired());
+}
+
 HOST_TEST_CASE("many host threads enqueue on shared streams", "[exec]") {
   stream s1("x"), s2("y");
   atensor<std::int64_t> counter({4});

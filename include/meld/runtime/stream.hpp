@@ -235,7 +235,11 @@ class stream_state {
 
   const std::string& name() const { return name_; }
 
-  // Appends work; returns its sequence number (1, 2, ...). Throws if the stream was closed.
+  // Appends work; returns its sequence number (1, 2, ...). Throws if the stream was closed, unless
+  // the caller is the stream's own work: a closed stream runs what is queued before its worker
+  // stops, and work that enqueues more (a storage freed by a closure, whose deleter enqueues the
+  // free behind the work that uses it: backend/queued.hpp) extends that, where waiting for it
+  // would wait for itself.
   template <class F>
   std::uint64_t enqueue(F&& work) {
     std::lock_guard lock(enqueue_lock());
@@ -245,7 +249,7 @@ class stream_state {
   // place. Wakes the worker only if it sleeps.
   template <class F>
   std::uint64_t enqueue_locked(F&& work) {
-    if (closed_.load(std::memory_order_relaxed)) closed_error();
+    if (closed_.load(std::memory_order_relaxed) && running_ != this) closed_error();
     const std::uint64_t seq = queue_.push(std::forward<F>(work));
     work_ready_.notify();
     return seq;
@@ -298,6 +302,7 @@ class stream_state {
     throw execution_error(cat("stream '", name_, "' was destroyed; its work can no longer run"));
   }
   void run() {
+    running_ = this;
     trace_recorder::get().name_thread("stream " + name_);
     std::uint64_t done = 0;
     for (;;) {
@@ -325,6 +330,9 @@ class stream_state {
       done_.notify();
     }
   }
+
+  // The stream whose worker this thread is, if any.
+  static inline thread_local const stream_state* running_ = nullptr;
 
   std::string name_;
   task_queue queue_;
