@@ -2,7 +2,8 @@
 // that take SGD steps on shards of each batch report the losses of, and end with the parameters
 // of, one CPU worker training on the whole batches. The model has every kind of parameter and
 // window operation a step moves (convolution, pooling, flatten, linear); the batch of 29 rows
-// splits unevenly over 2, 3 and 4 ranks. Checked by
+// splits unevenly over 2, 3 and 4 ranks; a window of steps under no_sync accumulates the gradient
+// of all its samples. Checked by
 //   test_data_parallel.cpp       cpu<sync>: a thread_group (threads mode), thread_comm ranks;
 //   test_data_parallel_sim.cpp   sim<sync|async>: replica r on sim device r, thread_comm in place;
 //   test_mpi.cpp                 cpu<sync>: mpi_comm across processes;
@@ -19,6 +20,7 @@
 #include <meld/distributed/sharded_optimizer.hpp>
 #include <meld/distributed/thread_comm.hpp>
 #include <meld/nn/nn.hpp>
+#include <meld/tensor/join.hpp>
 
 #include "catch.hpp"
 
@@ -159,6 +161,81 @@ run_result rank_mode(Comm& comm, meld::data_parallel_options options = {}) {
                          100 + static_cast<std::uint64_t>(comm.rank()));
   meld::data_parallel dp(model, comm, options);
   return train<B>(dp, model);
+}
+
+// ---- accumulation without communication --------------------------------------------------------
+
+// The rows of the three steps of a no_sync window: with 3 replicas the 5-row step leaves none
+// empty, the 7 a remainder, the 12 an even split.
+inline constexpr index_t window_rows[3] = {7, 5, 12};
+
+// Every parameter's gradient of a model, copied to the host.
+template <class M>
+std::vector<meld::tensor<float>> host_gradients(M& m) {
+  std::vector<meld::tensor<float>> out;
+  m.visit_parameters(
+      [&](std::string_view, auto&, auto& g) { out.push_back(meld::to<meld::cpu<>>(g)); });
+  return out;
+}
+
+// One CPU worker's gradient of the mean loss over the window's samples together.
+inline const std::vector<meld::tensor<float>>& window_gradient() {
+  static const std::vector<meld::tensor<float>> g = [] {
+    batch parts[3];
+    for (int s = 0; s < 3; ++s) parts[s] = make_batch(10 + s, window_rows[s]);
+    auto ref = make_net<meld::cpu<>>();
+    ref.zero_grad();
+    meld::tensor<float> dout;
+    meld::nn::cross_entropy(
+        ref.forward(meld::concatenate(0, parts[0].x, parts[1].x, parts[2].x)),
+        meld::concatenate(0, parts[0].y, parts[1].y, parts[2].y), dout);
+    ref.backward(dout);
+    return host_gradients(ref);
+  }();
+  return g;
+}
+
+// Threads mode over k replicas of B: two steps under no_sync, then one that communicates, from
+// stale gradients that the window's first step must replace. Returns each replica's gradients.
+// Run on the calling thread.
+template <class B>
+std::vector<std::vector<meld::tensor<float>>> no_sync_window(int k, meld::comm_options comm = {}) {
+  auto model = make_net<B>();
+  meld::thread_group group(k, comm);
+  meld::data_parallel dp(model, group, {.bucket_bytes = 1024});
+  model.visit_parameters([](std::string_view, auto&, auto& g) { g.fill(7.f); });  // stale
+  auto step = [&](int s) {
+    const batch b = make_batch(10 + s, window_rows[s]);
+    dp.step(meld::to<B>(b.x), meld::to<B>(b.y), meld::nn::cross_entropy);
+  };
+  {
+    auto guard = dp.no_sync();
+    step(0);
+    step(1);
+  }
+  step(2);
+  std::vector<std::vector<meld::tensor<float>>> out{host_gradients(model)};
+  for (int r = 1; r < k; ++r) out.push_back(host_gradients(dp.replica(r)));
+  return out;
+}
+
+// On the calling thread: every replica holds one CPU worker's gradient over the whole window, to
+// the tolerance (the shards' sums in another order), and the same bits as every other replica.
+inline void require_window_gradient(const std::vector<std::vector<meld::tensor<float>>>& got,
+                                    double tol = 2e-5) {
+  const auto& want = window_gradient();
+  for (std::size_t r = 0; r < got.size(); ++r) {
+    INFO("replica " << r);
+    REQUIRE(got[r].size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      INFO("parameter " << i);
+      REQUIRE(got[r][i].shape() == want[i].shape());
+      for (index_t e = 0; e < want[i].size(); ++e) {
+        REQUIRE(got[r][i].data()[e] == Approx(want[i].data()[e]).margin(tol));
+        REQUIRE(got[r][i].data()[e] == got[0][i].data()[e]);
+      }
+    }
+  }
 }
 
 // ---- the sharded optimizer ----------------------------------------------------------------------

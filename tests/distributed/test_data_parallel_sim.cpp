@@ -205,6 +205,11 @@ TEST_CASE("a data-parallel step on sim reads nothing back but the logged loss (s
           "[sim][dist]") {
   a_step_reads_nothing_back_but_the_logged_loss<meld::sim<meld::sync>>();
 }
+TEST_CASE("no_sync on sim devices accumulates the window's mean gradient (sim<sync>)",
+          "[sim][dist]") {
+  dp_suite::require_window_gradient(
+      dp_suite::no_sync_window<meld::sim<meld::sync>>(3, comm_opts()));
+}
 TEST_CASE("class indices out of range throw when the sim loss is read (sim<sync>)", "[sim][dist]") {
   bad_class_indices_surface_when_the_loss_is_read<meld::sim<meld::sync>>();
 }
@@ -228,6 +233,11 @@ TEST_CASE("sharded optimizer on sim devices: the unsharded bits, 1/k of the stat
     dp_suite::require_sharded_matches(
         dp_suite::sharded_threads_mode<meld::sim<meld::async>>(k, 256, comm_opts()), k);
   }
+}
+TEST_CASE("no_sync on sim devices accumulates the window's mean gradient (sim<async>)",
+          "[sim][dist][async]") {
+  dp_suite::require_window_gradient(
+      dp_suite::no_sync_window<meld::sim<meld::async>>(3, comm_opts()));
 }
 TEST_CASE("a data-parallel step on sim reads nothing back but the logged loss (sim<async>)",
           "[sim][dist][async]") {

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "../backend/device.hpp"
 #include "../tensor/convert.hpp"
 #include "../tensor/tensor.hpp"
 #include "layer.hpp"
@@ -98,10 +99,12 @@ class loss_value {
       term* same = nullptr;
       for (term& t : terms_)
         if (t.sums.device() == o.sums.device()) same = &t;
-      if (same)
+      if (same) {
         same->sums += o.sums;
-      else
+      } else {  // a copy on o's device (a tensor's copy is made on the current one)
+        device_guard<B> on(o.sums.device());
         terms_.push_back({tensor_type(o.sums), o.classes});
+      }
     }
     return *this;
   }
