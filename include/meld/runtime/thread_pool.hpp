@@ -17,11 +17,11 @@
 #include <type_traits>
 
 #include "../core/config.hpp"
+#include "../core/gcc12_warnings.hpp"
 
-#include "../core/gcc12_warnings.hpp"  // push (the loop bodies are inlined into parallel_for)
+MELD_GCC12_WARNINGS_OFF  // the loop bodies are inlined into parallel_for
 
 namespace meld {
-
 /// \addtogroup execution
 /// @{
 
@@ -102,4 +102,4 @@ inline void set_num_threads(int threads) {
 #include "thread_pool-inl.hpp"
 #endif
 
-#include "../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON

@@ -13,6 +13,7 @@
 #include <new>
 #include <type_traits>
 
+#include "../../core/gcc12_warnings.hpp"
 #include "../../tensor/tensor.hpp"
 #include "../aliasing.hpp"
 #include "../lowering.hpp"
@@ -23,7 +24,7 @@
 #include "loops.hpp"
 #include "lower.hpp"
 
-#include "../../core/gcc12_warnings.hpp"  // push
+MELD_GCC12_WARNINGS_OFF
 
 namespace meld::detail::cpu_eval {
 
@@ -244,4 +245,4 @@ extern template void fill(double*, index_t, double);
 #include "assign-inl.hpp"
 #endif
 
-#include "../../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON

@@ -8,12 +8,13 @@
 #include <cstring>
 #include <memory>
 
+#include "../../core/gcc12_warnings.hpp"
 #include "../../runtime/thread_pool.hpp"
 #include "../plan.hpp"
 #include "loops.hpp"
 #include "simd.hpp"
 
-#include "../../core/gcc12_warnings.hpp"  // push
+MELD_GCC12_WARNINGS_OFF
 
 namespace meld::detail::cpu_eval {
 
@@ -58,4 +59,4 @@ void run_chunks(const plan_ref& p, index_t n, index_t chunks, const void* dst, s
 #include "chunks-inl.hpp"
 #endif
 
-#include "../../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON

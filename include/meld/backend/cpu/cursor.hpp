@@ -18,10 +18,11 @@
 
 #include "../../core/bfloat16.hpp"
 #include "../../core/config.hpp"
+#include "../../core/gcc12_warnings.hpp"
 #include "../../core/half.hpp"
 #include "simd.hpp"
 
-#include "../../core/gcc12_warnings.hpp"  // push
+MELD_GCC12_WARNINGS_OFF
 
 namespace meld::detail::cpu_eval {
 
@@ -205,6 +206,29 @@ MELD_INLINE Batch widen(const bfloat16* p) {
   return Batch::load_aligned(buffer);
 }
 
+// The float bits u rounded to bfloat16 in each word's high 16 bits (to nearest, ties to even; a
+// NaN made quiet), the low 16 bits left over: what narrow stores and round_lanes widens back.
+#if defined(__AVX512F__)
+MELD_INLINE __m512i bfloat16_rounded_words(__m512i u) {
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  return _mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000));
+}
+#endif
+#if defined(__AVX2__)
+MELD_INLINE __m256i bfloat16_rounded_words(__m256i u) {
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+  const __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
+  // |u| > infinity's bits, compared as signed: both sides are below 2^31
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                         _mm256_set1_epi32(0x7f800000));
+  return _mm256_blendv_epi8(rounded, quiet, nan);
+}
+#endif
+
 // Stores the float lanes of v at p rounded to bfloat16 (to nearest, ties to even; NaN stays a
 // quiet NaN), as bfloat16's conversion does one value at a time.
 template <class Batch>
@@ -222,26 +246,13 @@ MELD_INLINE void narrow(bfloat16* p, const Batch& v) {
     if (subnormal == 0)
       return _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), (__m256i)_mm512_cvtneps_pbh(v));
 #endif
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(
-        _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    const __m512i r = _mm512_srli_epi32(bfloat16_rounded_words(u), 16);
     return _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm512_cvtepi32_epi16(r));
   }
 #endif
 #if defined(__AVX2__)
   if constexpr (std::is_base_of_v<xsimd::avx2, typename Batch::arch_type>) {
-    const __m256i u = _mm256_castps_si256(v);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    const __m256i rounded = _mm256_srli_epi32(
-        _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
-    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-    // |u| > infinity's bits, compared as signed: both sides are below 2^31
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                           _mm256_set1_epi32(0x7f800000));
-    const __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);
+    const __m256i r = _mm256_srli_epi32(bfloat16_rounded_words(_mm256_castps_si256(v)), 16);
     // 32 -> 16 bits: packus works within 128-bit halves; the permute puts both halves' results
     // in the low half (the values are below 2^16, so the unsigned saturation never bites).
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
@@ -297,19 +308,14 @@ namespace meld::detail {
 // cast<bfloat16|half> on a batch of floats (expr/functors.hpp): each lane rounded as it would be
 // stored, and widened back, in registers (through memory, narrow then widen took 4x a float copy's
 // time in cache). bfloat16: to nearest, ties to even, on the bits (NaN stays a quiet NaN), as
-// narrow's integer path; half: the conversion instructions narrow and widen use.
+// bfloat16_rounded_words; half: the conversion instructions narrow and widen use.
 template <class To, class Batch>
 MELD_INLINE Batch round_lanes(const Batch& v) {
   [[maybe_unused]] constexpr bool is_bf16 = std::is_same_v<To, bfloat16>;
 #if defined(__AVX512F__)
   if constexpr (std::is_base_of_v<xsimd::avx512f, typename Batch::arch_type>) {
     if constexpr (is_bf16) {
-      const __m512i u = _mm512_castps_si512(v);
-      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-      __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-      const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-          _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-      r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
+      const __m512i r = cpu_eval::bfloat16_rounded_words(_mm512_castps_si512(v));
       return Batch(_mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(~0xffff))));
     } else {
       return Batch(
@@ -319,14 +325,7 @@ MELD_INLINE Batch round_lanes(const Batch& v) {
 #endif
 #if defined(__AVX2__)
   if constexpr (is_bf16 && std::is_base_of_v<xsimd::avx2, typename Batch::arch_type>) {
-    const __m256i u = _mm256_castps_si256(v);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    const __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
-    const __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
-    // |u| > infinity's bits, compared as signed: both sides are below 2^31
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                           _mm256_set1_epi32(0x7f800000));
-    const __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);
+    const __m256i r = cpu_eval::bfloat16_rounded_words(_mm256_castps_si256(v));
     return Batch(_mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(~0xffff))));
   }
 #endif
@@ -479,4 +478,4 @@ struct dest_cursor<T> {
 
 }  // namespace meld::detail::cpu_eval
 
-#include "../../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON

@@ -35,12 +35,13 @@
 #include <vector>
 
 #include "../../core/config.hpp"
+#include "../../core/gcc12_warnings.hpp"
 #include "../../runtime/thread_pool.hpp"
 #include "cache_sizes.hpp"
 #include "gemm_kernel.hpp"
 #include "memory.hpp"
 
-#include "../../core/gcc12_warnings.hpp"  // push
+MELD_GCC12_WARNINGS_OFF
 
 namespace meld::detail::cpu_eval {
 
@@ -527,4 +528,4 @@ void gemm(T alpha, matrix_ref<const T> a, matrix_ref<const T> b, T beta, matrix_
 
 }  // namespace meld::detail::cpu_eval
 
-#include "../../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON

@@ -9,11 +9,12 @@
 
 #include "../../core/bfloat16.hpp"
 #include "../../core/config.hpp"
+#include "../../core/gcc12_warnings.hpp"
 #include "gemm.hpp"
 #include "gemm_bf16_amx.hpp"
 #include "gemm_bf16_dot.hpp"
 
-#include "../../core/gcc12_warnings.hpp"  // push
+MELD_GCC12_WARNINGS_OFF
 
 namespace meld::detail::cpu_eval {
 
@@ -57,4 +58,4 @@ void gemm_bf16(float alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, floa
 
 }  // namespace meld::detail::cpu_eval
 
-#include "../../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "../../core/gcc12_warnings.hpp"
 #include "gemm_bf16_dot.hpp"
 
 // g++ spells the targets' macros __AMX_TILE__ and __AMX_BF16__, clang __AMXTILE__ and __AMXBF16__.
@@ -38,7 +39,7 @@
 #include <unistd.h>
 #endif
 
-#include "../../core/gcc12_warnings.hpp"  // push
+MELD_GCC12_WARNINGS_OFF
 
 namespace meld::detail::cpu_eval {
 
@@ -222,4 +223,4 @@ struct bf16_amx_kernel : bf16_pair_packing<2> {
 
 }  // namespace meld::detail::cpu_eval
 
-#include "../../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON

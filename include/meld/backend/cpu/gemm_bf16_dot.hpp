@@ -26,13 +26,14 @@
 
 #include "../../core/bfloat16.hpp"
 #include "../../core/config.hpp"
+#include "../../core/gcc12_warnings.hpp"
 #include "gemm.hpp"
 
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
-#include "../../core/gcc12_warnings.hpp"  // push
+MELD_GCC12_WARNINGS_OFF
 
 namespace meld::detail::cpu_eval {
 
@@ -195,4 +196,4 @@ inline constexpr bool has_bf16_dot = false;
 
 }  // namespace meld::detail::cpu_eval
 
-#include "../../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON

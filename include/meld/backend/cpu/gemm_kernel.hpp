@@ -20,9 +20,10 @@
 #include <utility>
 
 #include "../../core/config.hpp"
+#include "../../core/gcc12_warnings.hpp"
 #include "simd.hpp"
 
-#include "../../core/gcc12_warnings.hpp"  // push
+MELD_GCC12_WARNINGS_OFF
 
 namespace meld::detail::cpu_eval {
 
@@ -129,9 +130,7 @@ MELD_INLINE void transpose16x16(__m512i (&v)[16]) {
   }
   for (int i = 0; i < 16; ++i) v[i] = t[i];
 }
-#endif
 
-#if defined(__AVX512F__)
 // Six rows of 16 floats interleaved as 16 steps of an A panel: to[p * 6 + i] = r[i][p]. Rows are
 // paired first (r0 r1 as 64-bit words (r0[p], r1[p]), so r2 r3 and r4 r5); each 16-float output
 // vector then takes words of two pairs with one permute and the third pair's with a masked one.
@@ -274,4 +273,4 @@ struct packed_kernel {
 
 }  // namespace meld::detail::cpu_eval
 
-#include "../../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON

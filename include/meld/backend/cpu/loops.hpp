@@ -9,10 +9,11 @@
 #include <memory>
 #include <type_traits>
 
+#include "../../core/gcc12_warnings.hpp"
 #include "../plan.hpp"
 #include "cursor.hpp"
 
-#include "../../core/gcc12_warnings.hpp"  // push
+MELD_GCC12_WARNINGS_OFF
 
 namespace meld::detail::cpu_eval {
 
@@ -314,4 +315,4 @@ void arg_row(void* ctx, char* const* rows, index_t, index_t n) {
 #include "loops-inl.hpp"
 #endif
 
-#include "../../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON

@@ -10,12 +10,13 @@
 #include <type_traits>
 #include <utility>
 
+#include "../../core/gcc12_warnings.hpp"
 #include "../../expr/walk.hpp"
 #include "../../tensor/tensor.hpp"
 #include "../lowering.hpp"
 #include "cursor.hpp"
 
-#include "../../core/gcc12_warnings.hpp"  // push
+MELD_GCC12_WARNINGS_OFF
 
 namespace meld::detail::cpu_eval {
 
@@ -138,4 +139,4 @@ MELD_INLINE bool flat_inputs(const E& e, const shape_t& shape, char** ptrs, std:
 
 }  // namespace meld::detail::cpu_eval
 
-#include "../../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "../../core/gcc12_warnings.hpp"
 #include "../../expr/matmul.hpp"
 #include "../../runtime/thread_pool.hpp"
 #include "../../tensor/tensor.hpp"
@@ -13,7 +14,7 @@
 #include "gemm.hpp"
 #include "gemm_bf16.hpp"
 
-#include "../../core/gcc12_warnings.hpp"  // push
+MELD_GCC12_WARNINGS_OFF
 
 namespace meld::detail::cpu_eval {
 
@@ -152,4 +153,4 @@ tensor<typename matmul_expr<A, B>::value_type, cpu<>> materialize(const matmul_e
 
 }  // namespace meld::detail::cpu_eval
 
-#include "../../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON

@@ -19,10 +19,11 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../../core/gcc12_warnings.hpp"
 #include "../../expr/reduce.hpp"
 #include "loops.hpp"
 
-#include "../../core/gcc12_warnings.hpp"  // push
+MELD_GCC12_WARNINGS_OFF
 
 namespace meld::detail::cpu_eval {
 
@@ -385,4 +386,4 @@ MELD_INLINE void column_moments_row(column_moments<Outputs>& acc, index_t first,
 
 }  // namespace meld::detail::cpu_eval
 
-#include "../../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../core/gcc12_warnings.hpp"
 #include "../../expr/reduce.hpp"
 #include "assign.hpp"
 #include "chunks.hpp"
@@ -16,7 +17,7 @@
 #include "lower.hpp"
 #include "moments.hpp"
 
-#include "../../core/gcc12_warnings.hpp"  // push
+MELD_GCC12_WARNINGS_OFF
 
 namespace meld::detail::cpu_eval {
 
@@ -168,4 +169,4 @@ auto reduce(const E& e) {
 
 }  // namespace meld::detail::cpu_eval
 
-#include "../../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON

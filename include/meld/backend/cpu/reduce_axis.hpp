@@ -6,12 +6,13 @@
 #include <limits>
 #include <type_traits>
 
+#include "../../core/gcc12_warnings.hpp"
 #include "../../expr/reduce.hpp"
 #include "../../tensor/tensor.hpp"
 #include "assign.hpp"
 #include "reduce.hpp"
 
-#include "../../core/gcc12_warnings.hpp"  // push
+MELD_GCC12_WARNINGS_OFF
 
 namespace meld::detail::cpu_eval {
 
@@ -266,4 +267,4 @@ tensor<typename reduce_expr<R, A>::value_type, cpu<>> materialize(const reduce_e
 
 }  // namespace meld::detail::cpu_eval
 
-#include "../../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON

@@ -1,6 +1,8 @@
 // xsimd, included once for all of meld's CPU evaluator.
 #pragma once
 
+#include "../../core/gcc12_warnings.hpp"
+
 // GCC 12 reports its own AVX-512 intrinsics (the _mm512_undefined_* that xsimd's math uses) as
 // uninitialized in any function they are inlined into (GCC PR 105593, fixed in GCC 13). The
 // warning state that counts is the one where xsimd's functions are defined, so it is silenced
@@ -8,9 +10,9 @@
 // who build with -Werror unaffected.
 // The order of these three lines is the point: keep clang-format from sorting them.
 // clang-format off
-#include "../../core/gcc12_warnings.hpp"  // push
+MELD_GCC12_WARNINGS_OFF
 #include <xsimd/xsimd.hpp>
-#include "../../core/gcc12_warnings.hpp"  // pop
+MELD_GCC12_WARNINGS_ON
 // clang-format on
 
 namespace meld::detail {
