@@ -5,9 +5,9 @@
 //      hand-written backward and with the same model written with forward only (autograd::module),
 //      interleaved rounds, the best of each;
 //   2. the backward of a 5-input elementwise expression, y = a*x + exp(z)*sigmoid(w) - v*v: the
-//      fused backward (one loop per input gradient) against the same forward and backward written
-//      as separate eager operations (each intermediate a tensor), and the STREAM triad's bandwidth
-//      over the same data, to express both as bytes moved;
+//      fused backward (one pass writing every input's gradient) against the same forward and
+//      backward written as separate eager operations (each intermediate a tensor), and the STREAM
+//      triad's bandwidth over the same data, to express both as bytes moved;
 //   3. the peak resident memory of the process after the runs.
 //
 //   bench_autograd [--steps N] [--n ELEMENTS] [--threads N]

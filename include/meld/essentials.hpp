@@ -21,6 +21,7 @@
 #include "expr/reduce.hpp"
 #include "expr/walk.hpp"
 
+#include "tensor/assign_each.hpp"
 #include "tensor/convert.hpp"
 #include "tensor/factories.hpp"
 #include "tensor/from_data.hpp"

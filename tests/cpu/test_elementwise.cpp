@@ -1,5 +1,9 @@
 // Every elementwise operation against a naive loop, on several shapes, on contiguous tensors and
 // on strided views, for each element type; on every backend.
+#include <cmath>
+#include <tuple>
+#include <vector>
+
 #include "../backends.hpp"
 
 using meld::index_t;
@@ -349,4 +353,74 @@ BACKEND_TEST_CASE("shape errors name the operation and both shapes", "[elementwi
   a = 1.f;
   REQUIRE_THROWS_AS(a.view() = a + b, meld::shape_error);
   REQUIRE(test::value(meld::sum(a)) == 12.f);
+}
+
+// assign_each against the same assignments one after another, computed on the host element by
+// element: sizes below a block, across blocks (2048 elements) and threads, with an expression that
+// reads a destination written before it and one that reads a destination written after it.
+BACKEND_TEST_CASE("assign_each gives what one assignment after another gives", "[elementwise]") {
+  for (index_t n : {index_t(1), index_t(37), index_t(2049), index_t(300001)}) {
+    INFO("n " << n);
+    const auto hx = test::random_tensor<float>({n}, 1), hy = test::random_tensor<float>({n}, 2),
+               hc = test::random_tensor<float>({n}, 3);
+    const auto x = test::on<B>(hx), y = test::on<B>(hy);
+    tensor<float, B> a = test::on<B>(hc), b({n}), c({n});
+    // a reads itself; b reads a as just written and c before it is written (its zeros); c reads
+    // b as written.
+    meld::assign_each(std::tie(a, b, c), a * x + y, a * 2.f + c, exp(y) - b);
+    const auto ha = test::host(a), hb = test::host(b), hcc = test::host(c);
+    for (index_t i = 0; i < n; ++i) {
+      const float wa = hc(i) * hx(i) + hy(i);
+      const float wb = wa * 2.f + 0.f;
+      const float wc = std::exp(hy(i)) - wb;
+      REQUIRE(ha(i) == Approx(wa).epsilon(1e-6));
+      REQUIRE(hb(i) == Approx(wb).epsilon(1e-6));
+      REQUIRE(hcc(i) == Approx(wc).epsilon(1e-5).margin(1e-5));
+    }
+    // One destination written twice: the second expression reads what the first wrote.
+    tensor<float, B> d = test::on<B>(hc);
+    meld::assign_each(std::tie(d, d), d + x, d * 2.f);
+    const auto hd = test::host(d);
+    for (index_t i = 0; i < n; ++i) REQUIRE(hd(i) == (hc(i) + hx(i)) * 2.f);
+  }
+}
+
+BACKEND_TEST_CASE("assign_each: strided, broadcast and overlapping destinations", "[elementwise]") {
+  const auto hm = test::random_tensor<float>({40, 30}, 4), hv = test::random_tensor<float>({30}, 5);
+  const auto m = test::on<B>(hm), v = test::on<B>(hv);
+  tensor<float, B> t({40, 30}), u({30, 40}), s({40});
+  // A transposed operand, a broadcast one, a scalar: not one contiguous shape, so one assignment
+  // after another.
+  meld::assign_each(std::tie(t, u, s), m + v, m.transpose() * 2.f, 3.f);
+  const auto ht = test::host(t), hu = test::host(u), hs = test::host(s);
+  for (index_t i = 0; i < 40; ++i) {
+    REQUIRE(hs(i) == 3.f);
+    for (index_t j = 0; j < 30; ++j) {
+      REQUIRE(ht(i, j) == hm(i, j) + hv(j));
+      REQUIRE(hu(j, i) == hm(i, j) * 2.f);
+    }
+  }
+  // Destinations that overlap other than element for element: shifted views of one tensor, the
+  // second reading what the first wrote one element over.
+  tensor<float, B> w = meld::arange<float, B>(10.f);
+  auto lo = w.slice(range(0, 9)), hi = w.slice(range(1, 10));
+  meld::assign_each(std::tie(lo, hi), hi + 100.f, lo * 1.f);
+  const auto hw = test::host(w);
+  // The two assignments one after another, on the host.
+  std::vector<float> ref(10);
+  for (int i = 0; i < 10; ++i) ref[std::size_t(i)] = float(i);
+  std::vector<float> first(9);
+  for (int i = 0; i < 9; ++i) first[std::size_t(i)] = ref[std::size_t(i + 1)] + 100.f;
+  for (int i = 0; i < 9; ++i) ref[std::size_t(i)] = first[std::size_t(i)];
+  std::vector<float> second(9);
+  for (int i = 0; i < 9; ++i) second[std::size_t(i)] = ref[std::size_t(i)];
+  for (int i = 0; i < 9; ++i) ref[std::size_t(i + 1)] = second[std::size_t(i)];
+  for (int i = 0; i < 10; ++i) REQUIRE(hw(i) == ref[std::size_t(i)]);
+  // Shapes are checked before anything is written.
+  tensor<float, B> p({4}), q({5});
+  p = 1.f;
+  REQUIRE_THROWS_WITH(meld::assign_each(std::tie(p, q), p + 1.f, p),
+                      "assign_each: an expression of shape {4} cannot be assigned to a tensor of "
+                      "shape {5}");
+  REQUIRE(test::value(meld::sum(p)) == 4.f);
 }

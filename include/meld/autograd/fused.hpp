@@ -19,10 +19,12 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
 #include "../expr/walk.hpp"
+#include "../tensor/assign_each.hpp"
 #include "derivatives.hpp"
 #include "node.hpp"
 #include "variable.hpp"
@@ -149,6 +151,7 @@ class fused_node final : public node<T, B> {
     const auto g = grad_output.view();
     std::array<variable_state<T, B>*, leaves> state{};
     find_states(tree, state, std::make_index_sequence<leaves>{});
+    if (backward_in_one_pass(values, g, state)) return;
     std::array<bool, leaves> done{};
     backward_leaves(values, g, state, done, std::make_index_sequence<leaves>{});
   }
@@ -239,6 +242,61 @@ class fused_node final : public node<T, B> {
       } else {
         each_path<K>(values, g, *s, mask, std::make_index_sequence<leaves - K>{});
       }
+    }
+  }
+
+  // The reached leaves, in tree order.
+  static constexpr auto reached_leaves() {
+    std::array<std::size_t, reached_count()> out{};
+    std::size_t j = 0;
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      ((reached<K>() ? void(out[j++] = K) : void()), ...);
+    }
+    (std::make_index_sequence<leaves>{});
+    return out;
+  }
+
+  // Where every reached leaf is a variable of the output's shape (no sum over broadcast axes), one
+  // pass writes every gradient (meld::assign_each): g and the inputs are read from memory once,
+  // not once per input. Either every leaf's path is added to its variable's gradient (a leaf's, or
+  // a pending sum; the leaves of one variable one after another into the same destination), or,
+  // where every gradient is an interior result's first and the variables are different, each is
+  // written fresh. (Each form compiles one pass, from the kernels of accumulate()'s assignments.)
+  // Returns false, doing nothing, otherwise: a variable's shape differs from the output's, or
+  // fresh and added gradients mix.
+  template <class V, class G>
+  bool backward_in_one_pass(const V& values, const G& g,
+                            const std::array<variable_state<T, B>*, leaves>& state) {
+    constexpr std::size_t m = reached_count();
+    if constexpr (m < 2) {
+      return false;
+    } else {
+      return [&]<std::size_t... J>(std::index_sequence<J...>) {
+        constexpr std::array<std::size_t, m> at = reached_leaves();
+        variable_state<T, B>* const s[] = {state[at[J]]...};
+        std::size_t adding = 0;
+        bool repeated = false;
+        for (std::size_t j = 0; j < m; ++j) {
+          if (!s[j] || !(s[j]->value.shape() == g.shape())) return false;
+          for (std::size_t i = 0; i < j; ++i) repeated = repeated || s[i] == s[j];
+          adding += s[j]->is_leaf() || s[j]->has_pending;
+        }
+        if (adding == 0 && !repeated) {
+          for (variable_state<T, B>* v : s) {
+            v->pending = tensor<T, B>(g.shape(), uninitialized);
+            v->has_pending = true;
+          }
+          assign_each(std::tie(s[J]->pending...), path_gradient<at[J]>(values, g)...);
+          return true;
+        }
+        // Fresh gradients among added ones, or of a variable at several leaves: they would have to
+        // be written with zeros first (a pass more than a loop per input costs for few inputs).
+        if (adding < m) return false;
+        tensor<T, B>* const d[] = {&(s[J]->is_leaf() ? s[J]->grad : s[J]->pending)...};
+        assign_each(std::tie(*d[J]...), (*d[J] + path_gradient<at[J]>(values, g))...);
+        return true;
+      }
+      (std::make_index_sequence<m>{});
     }
   }
 

@@ -14,6 +14,8 @@
 //   executor<B>         the operations, on tensors and views of B, expressions of B:
 //     fill(dst, value)                      dst = value (a contiguous tensor)
 //     assign(dst, e)                        dst = e (e broadcasts to dst; overlaps handled)
+//     assign_each(tuple(dst...), tuple(e...))  each dst = its e, as one assignment after another
+//                                           (in one pass where the backend can)
 //     reduce<R>(e) -> scalar_result_t<B, reduce_result_t<R, E>>      over all elements
 //     reduce_axis<R>(dst, e, axis)          along one axis into dst
 //     gemm(alpha, a, b, beta, c)            c = alpha a b + beta c (c overlaps neither)
@@ -34,6 +36,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <tuple>
 
 #include "../expr/reduce.hpp"
 #include "../tensor/tensor.hpp"
@@ -86,6 +89,7 @@ concept backend = requires(std::size_t bytes, void* p, int device, float* host, 
 
   executor<B>::fill(t, value);
   executor<B>::assign(dst, src);
+  executor<B>::assign_each(std::tuple{dst, dst}, std::tuple{src, src});
   { executor<B>::template reduce<reducers::sum>(src) } -> std::same_as<scalar_result_t<B, float>>;
   executor<B>::template reduce_axis<reducers::sum>(dst, src, device);
   executor<B>::gemm(value, src, src, value, dst);

@@ -15,7 +15,9 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../expr/walk.hpp"
@@ -390,6 +392,35 @@ struct queued_executor {
     }
     order.push(
         [target = borrowed_view(dst), captured = capture(e)] { Run::assign(target, captured); });
+  }
+
+  // One task for every destination: the pass over them all is the synchronous backend's.
+  template <class... Dst, class... E>
+  static void assign_each(const std::tuple<Dst...>& dsts, const std::tuple<E...>& es) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (check_devices("assignment", std::get<I>(dsts), std::get<I>(es)), ...);
+      if (((std::get<I>(dsts).size() == 0) && ...)) return;
+      access_list reads, writes;
+      auto add_write = [&](access_type* a) {
+        bool known = false;
+        writes.for_each([&](access_type* w) { known = known || w == a; });
+        if (!known) writes.push_back(a);
+      };
+      (add_write(&std::get<I>(dsts).storage_ptr()->access()), ...);
+      access_list leaves;
+      (leaf_accesses(std::get<I>(es), leaves), ...);
+      leaves.for_each([&](access_type* a) {
+        bool written = false;
+        writes.for_each([&](access_type* w) { written = written || w == a; });
+        if (!written) reads.push_back(a);
+      });
+      ordered(nullptr, reads, writes)
+          .push([targets = std::make_tuple(borrowed_view(std::get<I>(dsts))...),
+                 captured = std::make_tuple(capture(std::get<I>(es))...)] {
+            Run::assign_each(targets, captured);
+          });
+    }
+    (std::index_sequence_for<E...>{});
   }
 
   template <class Dst, class T>

@@ -7,11 +7,14 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "../../core/gcc12_warnings.hpp"
 #include "../../tensor/tensor.hpp"
@@ -217,6 +220,119 @@ void assign(const View& dst, const E& e) {
   } else {
     assign_expression(dst, e);
   }
+}
+
+// ---- several destinations in one pass
+// ------------------------------------------------------------
+
+// One expression of assign_each's pass: its row kernel, its cursor, and the base pointers of its
+// destination and leaves with their element sizes (count of each).
+struct each_part {
+  row_fn row;
+  const void* ctx;
+  char* const* ptrs;
+  const std::size_t* elems;
+  int count;
+};
+
+// Elements of every expression a block: the operands of a block stay in L1/L2 (a 5-input backward
+// with its 5 gradients and g: 11 x 8 KiB) while each expression in turn reads them.
+inline constexpr index_t each_block = 2048;
+
+// Elements [begin, end) of every part, block by block. Not a template: compiled once.
+inline void assign_each_range(const each_part* parts, int count, index_t begin, index_t end) {
+  int most = 0;
+  for (int i = 0; i < count; ++i) most = std::max(most, parts[i].count);
+  std::unique_ptr<char*[]> rows(new char*[static_cast<std::size_t>(most)]);
+  for (index_t b = begin; b < end; b += each_block) {
+    const index_t n = std::min(each_block, end - b);
+    for (int i = 0; i < count; ++i) {
+      const each_part& p = parts[i];
+      for (int k = 0; k < p.count; ++k) rows[k] = p.ptrs[k] + b * static_cast<index_t>(p.elems[k]);
+      p.row(const_cast<void*>(p.ctx), rows.get(), 0, n);
+    }
+  }
+}
+
+// The flat pass of assign_each: every destination contiguous with one shape, every leaf
+// contiguous with it, and no leaf or destination overlapping a destination other than element for
+// element (an expression may read any destination, its own or another's, at the index it writes,
+// and two may write the same destination: the block order then gives what one assignment after
+// another gives). Returns false, doing nothing, otherwise.
+template <class... Views, class... Es, std::size_t... I>
+bool assign_each_flat(const std::tuple<Views...>& dsts, const std::tuple<Es...>& es,
+                      std::index_sequence<I...>) {
+  constexpr int count = sizeof...(I);
+  const auto& first = std::get<0>(dsts);
+  const shape_t& shape = first.shape();
+  const index_t n = first.size();
+  if (!((std::get<I>(dsts).is_contiguous() && std::get<I>(dsts).shape() == shape) && ...))
+    return false;
+  std::tuple<std::array<char*, 1 + cursor_t<Es>::leaf_count>...> ptrs;
+  std::tuple<std::array<std::size_t, 1 + cursor_t<Es>::leaf_count>...> elems;
+  auto gather = [&](const auto& dst, const auto& e, auto& p, auto& el) {
+    using T = typename std::remove_cvref_t<decltype(dst)>::value_type;
+    p[0] = reinterpret_cast<char*>(const_cast<T*>(dst.raw_data()));
+    el[0] = sizeof(T);
+    int k = 1;
+    return flat_inputs(e, shape, p.data() + 0, el.data(), k);
+  };
+  if (!(gather(std::get<I>(dsts), std::get<I>(es), std::get<I>(ptrs), std::get<I>(elems)) && ...))
+    return false;
+  // Each pointer of every part against each destination.
+  const std::uintptr_t dst_at[] = {reinterpret_cast<std::uintptr_t>(std::get<I>(ptrs)[0])...};
+  const std::size_t dst_elem[] = {std::get<I>(elems)[0]...};
+  auto clear = [&](const auto& p, const auto& el, int self) {
+    for (std::size_t k = 0; k < p.size(); ++k) {
+      const auto lo = reinterpret_cast<std::uintptr_t>(p[k]);
+      const byte_span span{lo, lo + std::uintptr_t(n) * el[k]};
+      for (int j = 0; j < count; ++j) {
+        if (k == 0 && j == self) continue;  // the part's own destination
+        const bool element_for_element = lo == dst_at[j] && el[k] == dst_elem[j];
+        if (!element_for_element &&
+            overlaps(span, byte_span{dst_at[j], dst_at[j] + std::uintptr_t(n) * dst_elem[j]}))
+          return false;
+      }
+    }
+    return true;
+  };
+  if (!(clear(std::get<I>(ptrs), std::get<I>(elems), int(I)) && ...)) return false;
+  if (n == 0) return true;
+  no_table none;
+  const std::tuple<cursor_t<Es>...> cursors{make_cursor(std::get<I>(es), none)...};
+  const each_part parts[] = {
+      each_part{&assign_row<assign_batch_t<cursor_t<Es>, typename Views::value_type>,
+                            typename Views::value_type, cursor_t<Es>>,
+                &std::get<I>(cursors), std::get<I>(ptrs).data(), std::get<I>(elems).data(),
+                1 + cursor_t<Es>::leaf_count}...};
+  const index_t chunks = chunk_count(n, (cursor_cost<cursor_t<Es>> + ...));
+  if (chunks == 1) {
+    assign_each_range(parts, count, 0, n);
+    return true;
+  }
+  check_compiled_isa();
+  const void* base = std::get<0>(ptrs)[0];
+  const std::size_t elem = std::get<0>(elems)[0];
+  thread_pool::global().parallel_for(chunks, [&](index_t c) {
+    assign_each_range(parts, count, chunk_boundary(c, chunks, n, base, elem),
+                      chunk_boundary(c + 1, chunks, n, base, elem));
+  });
+  return true;
+}
+
+// dsts[i] = es[i] for every i, as one assignment after another gives: in one pass over blocks of
+// the elements where every destination and operand is contiguous with one shape (so each operand
+// is read from memory once, however many expressions read it: the fused backward of an
+// elementwise expression writes every input's gradient so), else one assignment after another.
+template <class... Views, class... Es>
+void assign_each(const std::tuple<Views...>& dsts, const std::tuple<Es...>& es) {
+  static_assert(sizeof...(Views) == sizeof...(Es) && sizeof...(Es) > 0,
+                "assign_each: one expression per destination");
+  if (assign_each_flat(dsts, es, std::index_sequence_for<Es...>{})) return;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (assign(std::get<I>(dsts), std::get<I>(es)), ...);
+  }
+  (std::index_sequence_for<Es...>{});
 }
 
 // Fills n contiguous elements, in parallel for large n (first touch by the threads that will use

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <tuple>
 
 #include "../../core/trace.hpp"
 #include "../../tensor/tensor.hpp"
@@ -37,6 +38,12 @@ struct executor<cpu<sync>> {
   static void assign(const Dst& dst, const E& e) {
     detail::trace_scope traced("assign", "cpu", {"elements", dst.size()});
     detail::cpu_eval::assign(dst, e);
+  }
+  // dsts[i] = es[i] for each i, as one after another; one pass where all are contiguous.
+  template <class... Dst, class... E>
+  static void assign_each(const std::tuple<Dst...>& dsts, const std::tuple<E...>& es) {
+    detail::trace_scope traced("assign_each", "cpu", {"elements", std::get<0>(dsts).size()});
+    detail::cpu_eval::assign_each(dsts, es);
   }
   template <class R, class E>
   static reduce_result_t<R, E> reduce(const E& e) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -96,6 +97,15 @@ struct executor<cuda<Policy>> {
     table.after(s);
     out_access.after(s, true);
     finish(s);
+  }
+  // dsts[i] = es[i] for each i: one kernel each, in order (a kernel writing several
+  // destinations is not written).
+  template <class... Dst, class... E>
+  static void assign_each(const std::tuple<Dst...>& dsts, const std::tuple<E...>& es) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (assign(std::get<I>(dsts), std::get<I>(es)), ...);
+    }
+    (std::index_sequence_for<E...>{});
   }
 
   template <class Dst, class T>

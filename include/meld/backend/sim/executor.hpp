@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 #include "../../core/trace.hpp"
@@ -70,6 +71,17 @@ struct executor<sim<sync>> {
     detail::check_devices("assignment", dst, e);
     detail::trace_scope traced("assign", "sim", {"elements", dst.size()});
     detail::cpu_eval::assign(detail::sim_eval::host_view(dst), detail::sim_eval::on_host(e));
+  }
+  template <class... Dst, class... E>
+  static void assign_each(const std::tuple<Dst...>& dsts, const std::tuple<E...>& es) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (detail::check_devices("assignment", std::get<I>(dsts), std::get<I>(es)), ...);
+      detail::trace_scope traced("assign_each", "sim", {"elements", std::get<0>(dsts).size()});
+      detail::cpu_eval::assign_each(
+          std::make_tuple(detail::sim_eval::host_view(std::get<I>(dsts))...),
+          std::make_tuple(detail::sim_eval::on_host(std::get<I>(es))...));
+    }
+    (std::index_sequence_for<E...>{});
   }
   // The value comes back to the host: counted as a transfer, as a GPU copies it back.
   template <class R, class E>
