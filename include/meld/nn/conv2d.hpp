@@ -18,7 +18,7 @@
 
 #include "../expr/matmul.hpp"
 #include "../expr/reduce.hpp"
-#include "detail/window.hpp"
+#include "detail/image_input.hpp"
 #include "init.hpp"
 #include "precision.hpp"
 #include "weighted_layer.hpp"

@@ -15,7 +15,7 @@
 #include <string>
 #include <utility>
 
-#include "detail/window.hpp"
+#include "detail/image_input.hpp"
 #include "layer.hpp"
 
 namespace meld::nn {

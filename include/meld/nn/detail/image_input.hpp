@@ -1,6 +1,6 @@
-// What convolution and pooling layers share: the window geometry and operations of the backend
-// (backend/window.hpp: part of the backend contract, which each backend's executor brings), and
-// the input check.
+// What convolution and pooling layers share: their image input's check, and the window geometry
+// and operations of the backend (backend/window.hpp: part of the backend contract, which each
+// backend's executor brings).
 #pragma once
 
 #include <string>
