@@ -52,7 +52,9 @@ void assign_each(const std::tuple<Dst&...>& dsts, const E&... es) {
     (check(std::get<I>(dsts), std::get<I>(exprs)), ...);
     using B = common_backend_t<typename std::remove_cvref_t<Dst>::backend_type...,
                                backend_t<std::remove_cvref_t<decltype(std::get<I>(exprs))>>...>;
-    executor<B>::assign_each(std::make_tuple(std::get<I>(dsts).view()...), exprs);
+    // The destinations as they are (references): an assignment the backend makes of one is then
+    // the one `=` makes, compiled once.
+    executor<B>::assign_each(std::forward_as_tuple(std::get<I>(dsts)...), exprs);
   }
   (std::index_sequence_for<E...>{});
 }

@@ -254,6 +254,10 @@ inline void assign_each_range(const each_part* parts, int count, index_t begin, 
   }
 }
 
+// The element type of a destination (a tensor or view, or a reference to one).
+template <class View>
+using value_of = typename std::remove_cvref_t<View>::value_type;
+
 // The flat pass of assign_each: every destination contiguous with one shape, every leaf
 // contiguous with it, and no leaf or destination overlapping a destination other than element for
 // element (an expression may read any destination, its own or another's, at the index it writes,
@@ -271,7 +275,7 @@ bool assign_each_flat(const std::tuple<Views...>& dsts, const std::tuple<Es...>&
   std::tuple<std::array<char*, 1 + cursor_t<Es>::leaf_count>...> ptrs;
   std::tuple<std::array<std::size_t, 1 + cursor_t<Es>::leaf_count>...> elems;
   auto gather = [&](const auto& dst, const auto& e, auto& p, auto& el) {
-    using T = typename std::remove_cvref_t<decltype(dst)>::value_type;
+    using T = value_of<decltype(dst)>;
     p[0] = reinterpret_cast<char*>(const_cast<T*>(dst.raw_data()));
     el[0] = sizeof(T);
     int k = 1;
@@ -301,8 +305,8 @@ bool assign_each_flat(const std::tuple<Views...>& dsts, const std::tuple<Es...>&
   no_table none;
   const std::tuple<cursor_t<Es>...> cursors{make_cursor(std::get<I>(es), none)...};
   const each_part parts[] = {
-      each_part{&assign_row<assign_batch_t<cursor_t<Es>, typename Views::value_type>,
-                            typename Views::value_type, cursor_t<Es>>,
+      each_part{&assign_row<assign_batch_t<cursor_t<Es>, value_of<Views>>, value_of<Views>,
+                            cursor_t<Es>>,
                 &std::get<I>(cursors), std::get<I>(ptrs).data(), std::get<I>(elems).data(),
                 1 + cursor_t<Es>::leaf_count}...};
   const index_t chunks = chunk_count(n, (cursor_cost<cursor_t<Es>> + ...));
