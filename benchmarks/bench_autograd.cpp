@@ -225,11 +225,19 @@ int main(int argc, char** argv) {
     gv -= d_v;
     (void)out;
   };
+  // Arithmetic alone (memory-bound): y = a*x + z*w - v, whose backward reads g, four inputs and
+  // the five gradients and writes the five gradients.
+  auto fused_arithmetic = [&] {
+    ag::variable<float> out = a * xv + z * w - v;
+    out.backward(tensor<float>(g));
+  };
   tensor<float> ta({n}), tb = input(20), tc = input(21);
   auto triad = [&] { ta = tb + 3.f * tc; };
   fused_backward();
   eager();
   triad();
+  fused_arithmetic();
+  const double t_arithmetic = best_of(5, 3, fused_arithmetic);
   const double t_fused = best_of(5, 3, fused_backward), t_eager = best_of(5, 3, eager),
                t_triad = best_of(5, 10, triad);
   const double bandwidth = 3.0 * 4.0 * static_cast<double>(n) / t_triad;  // bytes/s
@@ -244,8 +252,15 @@ int main(int argc, char** argv) {
               3.0 * 4.0 * static_cast<double>(n) / 1e9);
   std::printf("| autograd, fused forward + backward | %.2f | %.3f | %.2fx |\n", t_fused * 1e3,
               t_fused * bandwidth / 1e9, t_fused * bandwidth / least);
-  std::printf("| eager operations, forward + backward | %.2f | %.3f | %.2fx |\n\n", t_eager * 1e3,
+  std::printf("| eager operations, forward + backward | %.2f | %.3f | %.2fx |\n", t_eager * 1e3,
               t_eager * bandwidth / 1e9, t_eager * bandwidth / least);
+  // y = a*x + z*w - v: the forward reads 5 and writes 1; the backward reads g, 4 inputs and 5
+  // gradients and writes 5 gradients.
+  const double least_arithmetic = 4.0 * static_cast<double>(n) * (5 + 1 + 1 + 4 + 10);
+  std::printf(
+      "| autograd, y = a*x + z*w - v (arithmetic; least %.0f MB) | %.2f | %.3f | %.2fx |\n\n",
+      least_arithmetic / 1e6, t_arithmetic * 1e3, t_arithmetic * bandwidth / 1e9,
+      t_arithmetic * bandwidth / least_arithmetic);
 
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
