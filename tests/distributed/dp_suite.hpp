@@ -186,9 +186,8 @@ inline const std::vector<meld::tensor<float>>& window_gradient() {
     auto ref = make_net<meld::cpu<>>();
     ref.zero_grad();
     meld::tensor<float> dout;
-    meld::nn::cross_entropy(
-        ref.forward(meld::concatenate(0, parts[0].x, parts[1].x, parts[2].x)),
-        meld::concatenate(0, parts[0].y, parts[1].y, parts[2].y), dout);
+    meld::nn::cross_entropy(ref.forward(meld::concatenate(0, parts[0].x, parts[1].x, parts[2].x)),
+                            meld::concatenate(0, parts[0].y, parts[1].y, parts[2].y), dout);
     ref.backward(dout);
     return host_gradients(ref);
   }();

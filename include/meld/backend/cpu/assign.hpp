@@ -304,11 +304,10 @@ bool assign_each_flat(const std::tuple<Views...>& dsts, const std::tuple<Es...>&
   if (n == 0) return true;
   no_table none;
   const std::tuple<cursor_t<Es>...> cursors{make_cursor(std::get<I>(es), none)...};
-  const each_part parts[] = {
-      each_part{&assign_row<assign_batch_t<cursor_t<Es>, value_of<Views>>, value_of<Views>,
-                            cursor_t<Es>>,
-                &std::get<I>(cursors), std::get<I>(ptrs).data(), std::get<I>(elems).data(),
-                1 + cursor_t<Es>::leaf_count}...};
+  const each_part parts[] = {each_part{
+      &assign_row<assign_batch_t<cursor_t<Es>, value_of<Views>>, value_of<Views>, cursor_t<Es>>,
+      &std::get<I>(cursors), std::get<I>(ptrs).data(), std::get<I>(elems).data(),
+      1 + cursor_t<Es>::leaf_count}...};
   const index_t chunks = chunk_count(n, (cursor_cost<cursor_t<Es>> + ...));
   if (chunks == 1) {
     assign_each_range(parts, count, 0, n);
