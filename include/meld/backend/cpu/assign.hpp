@@ -222,8 +222,7 @@ void assign(const View& dst, const E& e) {
   }
 }
 
-// ---- several destinations in one pass
-// ------------------------------------------------------------
+// ---- several destinations in one pass -----------------------------------------------------------
 
 // One expression of assign_each's pass: its row kernel, its cursor, and the base pointers of its
 // destination and leaves with their element sizes (count of each).
@@ -279,7 +278,7 @@ bool assign_each_flat(const std::tuple<Views...>& dsts, const std::tuple<Es...>&
     p[0] = reinterpret_cast<char*>(const_cast<T*>(dst.raw_data()));
     el[0] = sizeof(T);
     int k = 1;
-    return flat_inputs(e, shape, p.data() + 0, el.data(), k);
+    return flat_inputs(e, shape, p.data(), el.data(), k);
   };
   if (!(gather(std::get<I>(dsts), std::get<I>(es), std::get<I>(ptrs), std::get<I>(elems)) && ...))
     return false;
