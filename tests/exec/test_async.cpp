@@ -440,23 +440,31 @@ HOST_TEST_CASE("a closing stream frees a tensor whose last owner its own work re
   // The first task's closure holds the last owner of a tensor that the second task writes; the
   // stream is destroyed while the first runs. Releasing the closure frees the storage behind the
   // second task, enqueued by the stream's own work on a stream that is closing (waiting for the
-  // second task there would wait for itself: the program hung at exit).
-  std::atomic<bool> started{false};
-  auto owner = std::make_shared<atensor<float>>(shape_t{1024});
-  std::weak_ptr<void> storage;
-  {
-    stream s("closing");
-    meld::bind(*owner, s);
-    storage = owner->storage_ptr();
-    s.enqueue([&started, keep = owner] {
-      started = true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    });
-    *owner += 1.f;  // queued behind: the storage has pending work when the closure is released
-    owner.reset();
-    while (!started) std::this_thread::yield();
-  }  // closes the stream during the first task
-  REQUIRE(storage.expired());
+  // second task there would wait for itself, and the stream would never close).
+  std::atomic<bool> started{false}, closed{false};
+  std::thread closer([&] {
+    auto owner = std::make_shared<atensor<float>>(shape_t{1024});
+    {
+      stream s("closing");
+      meld::bind(*owner, s);
+      s.enqueue([&started, keep = owner] {
+        started = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      });
+      *owner += 1.f;  // queued behind: the storage has pending work when the closure is released
+      owner.reset();
+      while (!started) std::this_thread::yield();
+    }  // closes the stream during the first task
+    closed = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!closed && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (closed)
+    closer.join();
+  else
+    closer.detach();  // stuck for good: report it rather than hang
+  REQUIRE(closed);
 }
 
 HOST_TEST_CASE("many host threads enqueue on shared streams", "[exec]") {

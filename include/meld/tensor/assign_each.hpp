@@ -36,18 +36,9 @@ void assign_each(const std::tuple<Dst&...>& dsts, const E&... es) {
     };
     const auto exprs = std::make_tuple(expression(std::get<I>(dsts), es)...);
     auto check = [](const auto& dst, const auto& e) {
-      using D = std::remove_cvref_t<decltype(dst)>;
-      static_assert(
-          converts_without_loss<value_t<std::remove_cvref_t<decltype(e)>>, typename D::value_type>,
-          "meld::assign_each: this assignment would lose values: convert explicitly "
-          "with meld::cast<T>(expression)");
-      const shape_t* u = e.uniform_shape();
-      if (!u || (u != &detail::any_shape && !(*u == dst.shape()))) {
-        const shape_t shape = e.shape();
-        if (!broadcasts_to(shape, dst.shape()))
-          detail::raise<shape_error>("assign_each: an expression of shape ", shape,
-                                     " cannot be assigned to a tensor of shape ", dst.shape());
-      }
+      detail::check_lossless<std::remove_cvref_t<decltype(dst)>,
+                             std::remove_cvref_t<decltype(e)>>();
+      detail::check_broadcasts_to(dst, e, "assign_each");
     };
     (check(std::get<I>(dsts), std::get<I>(exprs)), ...);
     using B = common_backend_t<typename std::remove_cvref_t<Dst>::backend_type...,

@@ -108,17 +108,36 @@ struct operand_closure<const tensor_view<T, B>> : operand_closure<tensor_view<T,
 
 namespace detail {
 
-// Evaluates the expression e into dst, once e's shape is known to broadcast to dst's: the one
-// place where assignments reach the backend. The backend takes care of operands that overlap dst.
+// Whether values of E's type are stored into Dst without loss: checked where assignments reach
+// the backend.
 template <class Dst, class E>
-void assign_checked(const Dst& dst, const E& e) {
+constexpr void check_lossless() {
   static_assert(converts_without_loss<value_t<E>, typename Dst::value_type>,
                 "meld: this assignment would lose values (a floating expression into an integer "
                 "tensor, or float64 into float32, or int64 into int32): convert explicitly with "
                 "meld::cast<T>(expression), T the tensor's element type (README, \"Element types "
                 "and promotion\")");
+}
+
+// Evaluates the expression e into dst, once e's shape is known to broadcast to dst's: the one
+// place where assignments reach the backend. The backend takes care of operands that overlap dst.
+template <class Dst, class E>
+void assign_checked(const Dst& dst, const E& e) {
+  check_lossless<Dst, E>();
   using B = common_backend_t<typename Dst::backend_type, backend_t<E>>;
   executor<B>::assign(dst, e);
+}
+
+// Throws shape_error naming `what` unless the expression e broadcasts to dst's shape.
+template <class Dst, class E>
+void check_broadcasts_to(const Dst& dst, const E& e, const char* what) {
+  const shape_t* u = e.uniform_shape();
+  if (!u || (u != &any_shape && !(*u == dst.shape()))) {
+    const shape_t shape = e.shape();
+    if (!broadcasts_to(shape, dst.shape()))
+      raise<shape_error>(what, ": an expression of shape ", shape,
+                         " cannot be assigned to a tensor of shape ", dst.shape());
+  }
 }
 
 // Evaluates e into dst (a tensor or a view): e's shape must broadcast to dst's.
@@ -129,13 +148,7 @@ void assign_to_view(const Dst& dst, E&& e, const char* what) {
         dst, scalar_expr<typename Dst::value_type>(static_cast<typename Dst::value_type>(e)), what);
   } else {
     // Evaluated where it is: no closure is needed, as nothing outlives this call.
-    const shape_t* u = e.uniform_shape();
-    if (!u || (u != &any_shape && !(*u == dst.shape()))) {
-      const shape_t shape = e.shape();
-      if (!broadcasts_to(shape, dst.shape()))
-        raise<shape_error>(what, ": an expression of shape ", shape,
-                           " cannot be assigned to a tensor of shape ", dst.shape());
-    }
+    check_broadcasts_to(dst, e, what);
     assign_checked(dst, e);
   }
 }

@@ -238,17 +238,16 @@ struct each_part {
 // with its 5 gradients and g: 11 x 8 KiB) while each expression in turn reads them.
 inline constexpr index_t each_block = 2048;
 
-// Elements [begin, end) of every part, block by block. Not a template: compiled once.
-inline void assign_each_range(const each_part* parts, int count, index_t begin, index_t end) {
-  int most = 0;
-  for (int i = 0; i < count; ++i) most = std::max(most, parts[i].count);
-  std::unique_ptr<char*[]> rows(new char*[static_cast<std::size_t>(most)]);
+// Elements [begin, end) of every part, block by block; `rows` holds the most pointers of a part.
+// Not a template: compiled once.
+inline void assign_each_range(const each_part* parts, int count, index_t begin, index_t end,
+                              char** rows) {
   for (index_t b = begin; b < end; b += each_block) {
     const index_t n = std::min(each_block, end - b);
     for (int i = 0; i < count; ++i) {
       const each_part& p = parts[i];
       for (int k = 0; k < p.count; ++k) rows[k] = p.ptrs[k] + b * static_cast<index_t>(p.elems[k]);
-      p.row(const_cast<void*>(p.ctx), rows.get(), 0, n);
+      p.row(const_cast<void*>(p.ctx), rows, 0, n);
     }
   }
 }
@@ -307,17 +306,20 @@ bool assign_each_flat(const std::tuple<Views...>& dsts, const std::tuple<Es...>&
       &assign_row<assign_batch_t<cursor_t<Es>, value_of<Views>>, value_of<Views>, cursor_t<Es>>,
       &std::get<I>(cursors), std::get<I>(ptrs).data(), std::get<I>(elems).data(),
       1 + cursor_t<Es>::leaf_count}...};
+  constexpr std::size_t most = std::max({std::size_t(1 + cursor_t<Es>::leaf_count)...});
   const index_t chunks = chunk_count(n, (cursor_cost<cursor_t<Es>> + ...));
   if (chunks == 1) {
-    assign_each_range(parts, count, 0, n);
+    std::array<char*, most> rows;
+    assign_each_range(parts, count, 0, n, rows.data());
     return true;
   }
   check_compiled_isa();
   const void* base = std::get<0>(ptrs)[0];
   const std::size_t elem = std::get<0>(elems)[0];
   thread_pool::global().parallel_for(chunks, [&](index_t c) {
+    std::array<char*, most> rows;
     assign_each_range(parts, count, chunk_boundary(c, chunks, n, base, elem),
-                      chunk_boundary(c + 1, chunks, n, base, elem));
+                      chunk_boundary(c + 1, chunks, n, base, elem), rows.data());
   });
   return true;
 }
