@@ -55,7 +55,9 @@ struct plain_mlp {
   using backend_type = B;
   using variable = ag::variable<float, B>;
   variable w1, b1, w2, b2;
+  const void* input_storage = nullptr;  // the storage of the last forward's input
   variable forward(const variable& x) {
+    input_storage = x.value().storage_ptr().get();
     return ag::matmul(relu(ag::matmul(x, ag::transpose(w1)) + b1), ag::transpose(w2)) + b2;
   }
   template <class F>
@@ -140,6 +142,8 @@ SYNC_BACKEND_TEST_CASE("a forward-only model has the gradients of the hand-writt
     const double l_ref = nn::cross_entropy(ref.forward(x), y, g_ref);
     const tensor<float, B> dx_ref = ref.backward(g_ref);
     const double l = nn::cross_entropy(model.forward(x), y, g);
+    // The input leaf holds x's elements, not a copy of them.
+    REQUIRE(model.net().input_storage == x.storage_ptr().get());
     const tensor<float, B> dx = model.backward(g);
     const double l_layers = nn::cross_entropy(with_layers.forward(x), y, g_layers);
     const tensor<float, B> dx_layers = with_layers.backward(g_layers);

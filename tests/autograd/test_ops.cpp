@@ -157,6 +157,22 @@ SYNC_BACKEND_TEST_CASE("views: reshape, permute, transpose, squeeze, unsqueeze, 
         return V(t * ag::slice(t, meld::range::every(-1)));
       },
       w);
+  // Reshaped variables share their input's elements, and their gradients the output gradient's:
+  // the gradients of two reshapes of one input and of the input itself meet in one sum.
+  test::require_gradcheck(
+      [](const auto& v) {
+        V a = ag::reshape(v[0], {-1});
+        V b = ag::reshape(ag::unsqueeze(v[0], 0), {6, 4});
+        return V(v[0] * ag::reshape(exp(a), {2, 3, 4}) + ag::reshape(b * b, {2, 3, 4}));
+      },
+      in);
+  const V x{tensor<double, B>(in[0]), true};
+  const V r = ag::reshape(x, {4, -1});
+  REQUIRE(r.shape() == meld::shape_t{4, 6});
+  REQUIRE(r.value().storage_ptr() == x.value().storage_ptr());
+  REQUIRE(ag::squeeze(ag::unsqueeze(x, 1), 1).value().storage_ptr() == x.value().storage_ptr());
+  REQUIRE(ag::permute(x, {2, 0, 1}).value().storage_ptr() != x.value().storage_ptr());
+  REQUIRE_THROWS_AS(ag::reshape(x, {5, -1}), meld::shape_error);
 }
 
 SYNC_BACKEND_TEST_CASE("log_softmax, softmax and cross_entropy", "[autograd]") {

@@ -15,7 +15,9 @@
 //   };
 //   autograd::module model(mlp{...});     // optimizers, checkpoints, data_parallel take it
 //
-// forward(x) records the graph (x is copied into a leaf) and returns a copy of the output;
+// forward(x) records the graph (x's elements, not a copy, are its input leaf's value: keep x
+// unchanged until backward, as the nn layers' saved inputs require) and returns a copy of the
+// output;
 // backward(g) back-propagates g through it, adding into the parameters' gradients, and frees it.
 // backward(g, hook) reports each parameter's gradient to data_parallel's hook as soon as the
 // engine has finished it (every node reading that parameter has run), so gradient buckets overlap
@@ -80,9 +82,10 @@ class module {
   inline module(module&&) noexcept = default;              ///< moves
   auto operator=(module&&) noexcept -> module& = default;  ///< moves
 
-  /// Runs Net's forward on a copy of x, recording the graph; returns a copy of the output.
+  /// Runs Net's forward on x (its elements shared, not copied: leave x unchanged until
+  /// backward), recording the graph; returns a copy of the output.
   tensor_type forward(const tensor_type& x) {
-    input_ = variable_type(tensor_type(x), input_grad_);
+    input_ = variable_type(meld::detail::share_elements(x, x.shape()), input_grad_);
     output_ = net_.forward(input_);
     return tensor_type(output_.value());
   }

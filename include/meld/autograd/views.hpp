@@ -1,7 +1,9 @@
 // Views of variables: reshape, permute / transpose, squeeze / unsqueeze and slice (with steps).
-// Each result is a new variable holding a copy of the viewed elements (a variable owns its value);
-// the gradient is the output's gradient viewed back (reshape, permute) or written into the sliced
-// elements of a zero gradient (slice).
+// A reshaped (squeezed, unsqueezed) variable shares its input's elements, as the gradient that
+// flows back shares the output gradient's: a variable's value is a contiguous tensor, which other
+// shapes of the same elements are. Permuted and sliced variables hold a copy of the viewed
+// elements; their gradient is the output's gradient permuted back (a copy) or written into the
+// sliced elements of a zero gradient.
 #pragma once
 
 #include <array>
@@ -23,11 +25,13 @@ struct reshape_function {
   template <class T, class B>
   tensor<T, B> forward(function_context<T, B>&, const tensor<T, B>& x) {
     in_shape = x.shape();
-    return tensor<T, B>(x.reshape(to));
+    return meld::detail::share_elements(x, to);
   }
+  // g is the output's pending gradient, which the engine drops after this call: the input's
+  // gradient may take its elements.
   template <class T, class B>
   std::array<tensor<T, B>, 1> backward(function_context<T, B>&, const tensor<T, B>& g) {
-    return {tensor<T, B>(g.reshape(in_shape))};
+    return {meld::detail::share_elements(g, in_shape)};
   }
 };
 

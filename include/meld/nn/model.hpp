@@ -34,7 +34,8 @@ struct buffer_visitor_archetype {
 /// nn::initialize, checkpoints and data_parallel train, so any type with these members works
 /// with them, not only nn::sequential (every layer is a model too):
 /// - `value_type`, `backend_type`: the element type and backend of its tensors;
-/// - `forward(x)`: the output for input x, keeping what backward needs;
+/// - `forward(x)`: the output for input x, keeping what backward needs (it may keep x's elements
+///   rather than a copy: the caller leaves x unchanged until backward);
 /// - `backward(g)`: the gradient w.r.t. the last forward's input, given the gradient w.r.t. its
 ///   output. It adds the parameters' gradients into their grad tensors rather than overwriting
 ///   them, so that gradients accumulate over micro-batches until zero_grad();

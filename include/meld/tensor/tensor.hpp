@@ -28,6 +28,15 @@ struct uninitialized_t {};
 /// meld::uninitialized).
 inline constexpr uninitialized_t uninitialized{};
 
+namespace detail {
+// A tensor holding x's elements under another shape of the same count (one extent may be -1),
+// sharing them instead of copying: what is written through one, the other reads. For handles
+// that read only, where a copy would be the one cost: autograd's reshaped variables and
+// module's input leaf. Throws shape_error as tensor::reshape does.
+template <class T, class B>
+tensor<T, B> share_elements(const tensor<T, B>& x, const shape_t& shape);
+}  // namespace detail
+
 /// An owning, contiguous, row-major tensor of T (float, double, std::int32_t, std::int64_t) on a
 /// backend (default: cpu<sync>). Assigning an expression evaluates it in one pass; the shape
 /// follows the expression. Views (slices, transpose, reshape, broadcast_to) share its elements.
@@ -183,6 +192,11 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   }
 
  private:
+  friend tensor detail::share_elements<T, Backend>(const tensor&, const shape_t&);
+  // Another handle to `st`'s elements, contiguous, of `shape` (see detail::share_elements).
+  tensor(std::shared_ptr<storage_type> st, T* data, const shape_t& shape)
+      : base(std::move(st), data, shape, row_major_strides(shape)) {}
+
   // Out of line: one copy per tensor type, not one at every construction.
   MELD_NOINLINE void allocate(const shape_t& shape) {
     const index_t n = checked_size(shape, "tensor");
@@ -241,6 +255,12 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
     return tensor(shape, uninitialized);
   }
 };
+
+template <class T, class B>
+tensor<T, B> detail::share_elements(const tensor<T, B>& x, const shape_t& shape) {
+  const shape_t to = x.reshape(shape).shape();  // checks the count, resolves -1
+  return tensor<T, B>(x.storage_, x.data_, to);
+}
 
 /// tensor t = a + b: the element type and backend of the expression (evaluated once).
 template <expression E>
