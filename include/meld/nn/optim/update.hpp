@@ -9,8 +9,21 @@
 #include <type_traits>
 
 #include "../../expr/operators.hpp"
+#include "../../tensor/assign_each.hpp"
 
 namespace meld::detail {
+// Each destination takes its value, in order, each value reading what those before it wrote (the
+// values are functions that build them): for tensors one pass over the elements
+// (meld::assign_each: every operand read from memory once, as an optimizer's state is), for
+// numbers (the parameter server's rules, element by element) one assignment after another.
+template <class... D, class... F>
+void update_in_order(const std::tuple<D&...>& dsts, F&&... values) {
+  if constexpr ((std::is_arithmetic_v<D> && ...))
+    std::apply([&](D&... d) { ((d = values()), ...); }, dsts);
+  else
+    meld::assign_each(dsts, values()...);
+}
+
 // x * x: meld::square for tensors and expressions (one fused node), a product for numbers.
 template <class X>
 auto squared(const X& x) {
@@ -50,24 +63,29 @@ void sgd_update(P&& p, const G& g, Buf&& buf, const sgd_coefficients<T>& c) {
       p -= c.lr * g;
     return;
   }
+  // The buffer, then the parameter from the new buffer: one pass over p, g and buf.
+  using meld::detail::update_in_order;
+  const auto buffers = std::tie(buf, p);
+  auto nesterov_p = [&] { return p - c.lr * (g + c.momentum * buf); };
+  auto decayed_nesterov_p = [&] { return p - c.lr * (g + c.weight_decay * p + c.momentum * buf); };
+  auto plain_p = [&] { return p - c.lr * buf; };
+  auto then_p = [&](auto&& new_buf, auto&& new_nesterov_p) {
+    if (c.nesterov)
+      update_in_order(buffers, new_buf, new_nesterov_p);
+    else
+      update_in_order(buffers, new_buf, plain_p);
+  };
   if (c.weight_decay != T(0)) {
     if (c.first)
-      buf = g + c.weight_decay * p;
+      then_p([&] { return g + c.weight_decay * p; }, decayed_nesterov_p);
     else
-      buf = c.momentum * buf + c.keep * (g + c.weight_decay * p);
-    if (c.nesterov)
-      p -= c.lr * (g + c.weight_decay * p + c.momentum * buf);
-    else
-      p -= c.lr * buf;
+      then_p([&] { return c.momentum * buf + c.keep * (g + c.weight_decay * p); },
+             decayed_nesterov_p);
   } else {
     if (c.first)
-      buf = g;
+      then_p([&]() -> const G& { return g; }, nesterov_p);
     else
-      buf = c.momentum * buf + c.keep * g;
-    if (c.nesterov)
-      p -= c.lr * (g + c.momentum * buf);
-    else
-      p -= c.lr * buf;
+      then_p([&] { return c.momentum * buf + c.keep * g; }, nesterov_p);
   }
 }
 
@@ -108,18 +126,25 @@ struct adam_coefficients {
 /// p -= step_size m / (sqrt(v inv_bc2) + eps), after p *= decay with decoupled decay.
 template <class P, class G, class M, class V, class T>
 void adam_update(P&& p, const G& g, M&& m, V&& v, const adam_coefficients<T>& c) {
-  if (c.weight_decay != T(0) && !c.decoupled) {
-    m = c.beta1 * m + (T(1) - c.beta1) * (g + c.weight_decay * p);
-    v = c.beta2 * v + (T(1) - c.beta2) * meld::detail::squared(g + c.weight_decay * p);
-  } else {
-    m = c.beta1 * m + (T(1) - c.beta1) * g;
-    v = c.beta2 * v + (T(1) - c.beta2) * meld::detail::squared(g);
-  }
+  // The moments, then the parameter from the new moments: one pass over p, g, m and v.
+  using meld::detail::update_in_order;
   using std::sqrt;  // for numbers; tensors and expressions find meld::sqrt
-  if (c.weight_decay != T(0) && c.decoupled)
-    p = c.decay * p - c.step_size * m / (sqrt(v * c.inv_bc2) + c.eps);
+  const auto state = std::tie(m, v, p);
+  auto plain_m = [&] { return c.beta1 * m + (T(1) - c.beta1) * g; };
+  auto plain_v = [&] { return c.beta2 * v + (T(1) - c.beta2) * meld::detail::squared(g); };
+  auto plain_p = [&] { return p - c.step_size * m / (sqrt(v * c.inv_bc2) + c.eps); };
+  if (c.weight_decay != T(0) && !c.decoupled)  // L2: the decay joins the gradient
+    update_in_order(
+        state, [&] { return c.beta1 * m + (T(1) - c.beta1) * (g + c.weight_decay * p); },
+        [&] {
+          return c.beta2 * v + (T(1) - c.beta2) * meld::detail::squared(g + c.weight_decay * p);
+        },
+        plain_p);
+  else if (c.weight_decay != T(0))  // AdamW: the parameter decays apart from the gradient
+    update_in_order(state, plain_m, plain_v,
+                    [&] { return c.decay * p - c.step_size * m / (sqrt(v * c.inv_bc2) + c.eps); });
   else
-    p -= c.step_size * m / (sqrt(v * c.inv_bc2) + c.eps);
+    update_in_order(state, plain_m, plain_v, plain_p);
 }
 
 /// @}
