@@ -30,8 +30,8 @@
 //   * Shards: rank r of P gets the r-th of P contiguous parts of the rows, the first N mod P of
 //     them one row longer than the others (N / P rows; a shard may be empty). Each rank scales its
 //     output gradient by its shard size, and the summed gradients are divided by the total sample
-//     count, so the result is the gradient of the mean loss over all N samples, whatever the split:
-//     the full-batch gradient, to float rounding.
+//     count (a rank alone in a one-step window skips both), so the result is the gradient of the
+//     mean loss over all N samples, whatever the split: the full-batch gradient, to float rounding.
 //   * Gradients: step() replaces them. At the start of an accumulation window (every synchronized
 //     step, or the first micro-step after one) it zeroes them; after a synchronized step every
 //     rank holds the same bits.
@@ -66,11 +66,10 @@
 //     is read back on the host until it is read (`double l = dp.step(...)` reads it at once; `auto
 //     l = ...` when logged).
 //
-// Here: the class; its options in data_parallel_options.hpp; the buckets in
-// detail/bucket_engine.hpp, the threads of threads mode in detail/worker_crew.hpp, the same-model
-// check in detail/same_model.hpp, a replica's parameter list and the batch's shards in
-// detail/replica_params.hpp, a step's timing and traced ranges (forward, backward, the wait for the
-// allreduces) in detail/step_phases.hpp.
+// Here: the class; its options in data_parallel_options.hpp; in detail/: the buckets
+// (bucket_engine.hpp), the threads of threads mode (worker_crew.hpp), the same-model check
+// (same_model.hpp), a replica's parameters and the batch's shards (replica_params.hpp), a step's
+// timing and traced ranges: forward, backward, the wait for the allreduces (step_phases.hpp).
 #pragma once
 
 #include <any>
@@ -453,8 +452,7 @@ class data_parallel {
     w.window_samples = 0;
   }
 
-  // The samples of the window and of the step over every rank, where they are known without
-  // communicating.
+  // The samples of the window and of the step over every rank, known without communicating.
   struct totals {
     double window, step;
   };
@@ -466,6 +464,7 @@ class data_parallel {
     if (fresh) begin_window(w);
     w.window_samples += static_cast<double>(n);
     w.loss = loss_type();
+    const bool alone = sync && fresh && w.comm->size() == 1;
     if (n > 0) {
       const tensor_type out = w.model->forward(x);
       auto l = loss(out, *t, w.grad_out);
@@ -473,7 +472,7 @@ class data_parallel {
         w.loss = std::move(l);
       else  // a loss computed on the host
         w.loss = loss_type::from_mean(static_cast<double>(l), static_cast<double>(n));
-      w.grad_out *= static_cast<value_type>(n);  // the gradient of the shard's summed loss
+      if (!alone) w.grad_out *= static_cast<value_type>(n);  // the shard's summed loss's gradient
     }
     phases.forward_done();
     if (!sync) {
@@ -482,7 +481,7 @@ class data_parallel {
       w.timing = phases.timing<step_timing>();
       return std::move(w.loss);
     }
-    synchronize(w, n, /*active=*/true, n > 0, phases, known);
+    synchronize(w, n, /*active=*/true, n > 0, phases, known, alone);
     return loss_type(tensor_type(w.loss_sums), w.counts[1], w.loss.classes());
   }
 
@@ -498,9 +497,10 @@ class data_parallel {
 
   // The collective part of a synchronized step: the counts (unless `known`), the loss, then the
   // buckets (launched during backward when the model reports ready gradients), then the averaged
-  // gradients. Returns whether any rank was active.
+  // gradients (already the mean where `mean`). Returns whether any rank was active.
   bool synchronize(worker& w, index_t n, bool active, bool run_backward,
-                   detail::distributed::step_clock& phases, const totals* known) {
+                   detail::distributed::step_clock& phases, const totals* known,
+                   bool mean = false) {
     Comm& c = *w.comm;
     std::optional<typename Comm::request> counts_request;
     if (known) {
@@ -542,7 +542,7 @@ class data_parallel {
     w.buckets->wait();
     w.loss_sums = w.buckets->tail();
     phases.wait_done();
-    w.buckets->unpack_mean(w.params, w.counts[0]);
+    w.buckets->unpack_mean(w.params, mean ? 1.0 : w.counts[0]);
     w.timing = phases.timing<step_timing>();
     w.timing.buckets = static_cast<int>(plan_.buckets.size());
     w.timing.buckets_during_backward = w.buckets->launched_during_backward();

@@ -198,13 +198,13 @@ class bucket_engine {
       if (r) r->wait();
   }
 
-  // Every gradient = its bucket's reduced sum / total (0 when total is 0). Sharded: the gradient
-  // shard is, and the model's gradients keep this rank's own sums.
+  // Every gradient = its bucket's reduced sum / total (0 when total is 0; a division by 1 is
+  // skipped). Sharded: the gradient shard is, and the model's gradients keep this rank's own sums.
   void unpack_mean(params_view params, double total) {
     if (sharded_) {
       if (total <= 0)
         grad_shard_ = T(0);
-      else
+      else if (total != 1)
         grad_shard_ = grad_shard_ / static_cast<T>(total);
       return;
     }
@@ -217,9 +217,9 @@ class bucket_engine {
         if (size == 0) continue;
         if (total <= 0)
           g = T(0);
-        else if (!packed_[b])  // a rank alone: the gradient is its own sum
+        else if (!packed_[b] && total != 1)  // a rank alone: the gradient is its own sum
           g = g / static_cast<T>(total);
-        else
+        else if (packed_[b])
           g.flatten() =
               data_[b].slice(range(bk.offsets[i], bk.offsets[i] + size)) / static_cast<T>(total);
       }
