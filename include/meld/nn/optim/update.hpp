@@ -47,12 +47,12 @@ struct sgd_coefficients {
   T keep{1};              ///< 1 - dampening
   T weight_decay{};       ///< L2 penalty added to the gradient
   bool nesterov = false;  ///< Nesterov momentum
-  bool first = false;     ///< the first step: the momentum buffer starts as the gradient
+  bool first = false;     ///< the first step: the momentum buffer (all 0 then) starts as d
 };
 
 /// One SGD step of parameter p with gradient g and momentum buffer buf (unused without momentum;
 /// each a tensor, view or expression, or each a number):
-/// d = g + weight_decay p; buf = d on the first step, else momentum buf + keep d;
+/// d = g + weight_decay p; buf = d on the first step (from zeros), else momentum buf + keep d;
 /// p -= lr (d + momentum buf) with Nesterov momentum, lr buf without, lr d without momentum.
 template <class P, class G, class Buf, class T>
 void sgd_update(P&& p, const G& g, Buf&& buf, const sgd_coefficients<T>& c) {
@@ -63,29 +63,25 @@ void sgd_update(P&& p, const G& g, Buf&& buf, const sgd_coefficients<T>& c) {
       p -= c.lr * g;
     return;
   }
-  // The buffer, then the parameter from the new buffer: one pass over p, g and buf.
+  // The buffer, then the parameter from the new buffer: one pass over p, g and buf. On the first
+  // step the buffer, still 0, becomes d as 0 buf + 1 d (exactly d): the same pass, not another.
   using meld::detail::update_in_order;
+  const T old_weight = c.first ? T(0) : c.momentum, new_weight = c.first ? T(1) : c.keep;
   const auto buffers = std::tie(buf, p);
-  auto nesterov_p = [&] { return p - c.lr * (g + c.momentum * buf); };
-  auto decayed_nesterov_p = [&] { return p - c.lr * (g + c.weight_decay * p + c.momentum * buf); };
   auto plain_p = [&] { return p - c.lr * buf; };
-  auto then_p = [&](auto&& new_buf, auto&& new_nesterov_p) {
+  if (c.weight_decay != T(0)) {
+    auto new_buf = [&] { return old_weight * buf + new_weight * (g + c.weight_decay * p); };
     if (c.nesterov)
-      update_in_order(buffers, new_buf, new_nesterov_p);
+      update_in_order(buffers, new_buf,
+                      [&] { return p - c.lr * (g + c.weight_decay * p + c.momentum * buf); });
     else
       update_in_order(buffers, new_buf, plain_p);
-  };
-  if (c.weight_decay != T(0)) {
-    if (c.first)
-      then_p([&] { return g + c.weight_decay * p; }, decayed_nesterov_p);
-    else
-      then_p([&] { return c.momentum * buf + c.keep * (g + c.weight_decay * p); },
-             decayed_nesterov_p);
   } else {
-    if (c.first)
-      then_p([&]() -> const G& { return g; }, nesterov_p);
+    auto new_buf = [&] { return old_weight * buf + new_weight * g; };
+    if (c.nesterov)
+      update_in_order(buffers, new_buf, [&] { return p - c.lr * (g + c.momentum * buf); });
     else
-      then_p([&] { return c.momentum * buf + c.keep * g; }, nesterov_p);
+      update_in_order(buffers, new_buf, plain_p);
   }
 }
 
