@@ -256,11 +256,13 @@ class tensor : public detail::strided_tensor<tensor<T, Backend>, T, Backend> {
   }
 };
 
+namespace detail {
 template <class T, class B>
-tensor<T, B> detail::share_elements(const tensor<T, B>& x, const shape_t& shape) {
+tensor<T, B> share_elements(const tensor<T, B>& x, const shape_t& shape) {
   const shape_t to = x.reshape(shape).shape();  // checks the count, resolves -1
   return tensor<T, B>(x.storage_, x.data_, to);
 }
+}  // namespace detail
 
 /// tensor t = a + b: the element type and backend of the expression (evaluated once).
 template <expression E>
