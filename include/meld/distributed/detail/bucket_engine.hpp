@@ -217,11 +217,11 @@ class bucket_engine {
         if (size == 0) continue;
         if (total <= 0)
           g = T(0);
-        else if (!packed_[b] && total != 1)  // a rank alone: the gradient is its own sum
-          g = g / static_cast<T>(total);
         else if (packed_[b])
           g.flatten() =
               data_[b].slice(range(bk.offsets[i], bk.offsets[i] + size)) / static_cast<T>(total);
+        else if (total != 1)  // a rank alone: the gradient is its own sum
+          g = g / static_cast<T>(total);
       }
     }
   }
