@@ -295,7 +295,9 @@ void check_blocked(index_t m, index_t n, index_t k, int pick, int threads, index
   const layout_kind la = all_layouts[pick % 4], lb = all_layouts[(pick / 4) % 4],
                     lc = all_layouts[(pick / 16) % 4];
   const T alphas[] = {T(1), T(-0.75)}, betas[] = {T(0), T(1), T(2.5)};
-  const T alpha = alphas[pick % 2], beta = betas[pick % 3];
+  // alpha changes every 64 picks, so that each layout triple meets both (the kernel reads A in
+  // place only when alpha is 1).
+  const T alpha = alphas[(pick / 64) % 2], beta = betas[pick % 3];
   INFO("m " << m << " n " << n << " k " << k << " layouts " << int(la) << int(lb) << int(lc)
             << " alpha " << alpha << " beta " << beta << " threads " << threads);
   auto a = make_operand<S>(m, k, la, std::uint32_t(3 * pick + 1));

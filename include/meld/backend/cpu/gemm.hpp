@@ -13,8 +13,10 @@
 //             micro-kernel: the MR x NR tile of C += A panel x B panel     C tile in registers
 //
 // Packing makes every operand layout (row-major, transposed, any strides, even negative or zero)
-// run the same contiguous micro-kernel; only packing reads the strides. A is scaled by alpha while
-// it is packed; beta is applied once, by the first k block (the later ones add).
+// run the same micro-kernel on contiguous panels. An operand already laid out as the kernel reads
+// it is not copied: A with contiguous rows or columns (when alpha is 1) and B with contiguous rows
+// are read in place, within the cache limits gemm_blocked states. A is scaled by alpha while it is
+// packed; beta is applied once, by the first k block (the later ones add).
 //
 // Threads split the output into blocks of whole tiles and never split k, so each element of C is
 // computed by the same operations in the same order whatever the thread count: results are
@@ -208,6 +210,23 @@ void gemm_blocked(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T bet
   P* packed_b = gemm_workspace::local().get<P>(b_size + slots * a_size);
   std::vector<std::atomic<bool>> slot_taken(static_cast<std::size_t>(slots));
 
+  // Operands the kernel reads where they are instead of packing them (packing is up to a sixth
+  // of a training step's products): A when alpha is 1 and its rows or columns are contiguous, B
+  // when its rows are. An operand whose k steps are rows of memory (B, or A with contiguous
+  // columns) is read in place only while the rows a k block spans fit in a quarter of L2, the
+  // share of a packed B micro-panel: with longer or power-of-two strides its rows fall on few
+  // cache sets and pages, and in place ran at 40 % of the packed speed (n = 1024 squared). Panels
+  // at the edge (fewer than MR rows or NR columns) are still packed, with zeros past the edge.
+  bool a_in_place = false, b_in_place = false;
+  if constexpr (requires { Kernel::reads_in_place; }) {
+    const auto spans_little = [&](index_t row_stride) {
+      return static_cast<std::size_t>(std::abs(row_stride) * kc_max) * sizeof(T) <=
+             host_cache_sizes().l2 / 4;
+    };
+    a_in_place = alpha == T(1) && (a.cs == 1 || (a.rs == 1 && spans_little(a.cs)));
+    b_in_place = b.cs == 1 && spans_little(b.rs);
+  }
+
   for (index_t jc = 0; jc < n; jc += nc_max) {
     const index_t nc = std::min(nc_max, n - jc);
     const index_t n_panels = ceil_div(nc, NR);
@@ -220,6 +239,7 @@ void gemm_blocked(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T bet
       auto pack_b = [&](index_t t) {
         for (index_t q = n_panels * t / pack_tasks; q < n_panels * (t + 1) / pack_tasks; ++q) {
           const index_t j = jc + q * NR;
+          if (b_in_place && n - j >= NR) continue;
           Kernel::pack_b(b.data + pc * b.rs + j * b.cs, b.rs, b.cs, std::min<index_t>(NR, n - j),
                          kc, packed_b + q * NR * steps);
         }
@@ -248,6 +268,7 @@ void gemm_blocked(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T bet
           const index_t p1 = std::min(p_end, p0 + mc_panels);
           for (index_t p = p0; p < p1; ++p) {
             const index_t i = p * MR;
+            if (a_in_place && m - i >= MR) continue;
             Kernel::pack_a(a.data + i * a.rs + pc * a.cs, a.rs, a.cs, std::min<index_t>(MR, m - i),
                            kc, alpha, packed_a + (p - p0) * MR * steps);
           }
@@ -258,14 +279,28 @@ void gemm_blocked(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T bet
               const index_t i = p * MR, rows = std::min<index_t>(MR, m - i);
               const P* panel_a = packed_a + (p - p0) * MR * steps;
               T* tile_c = c.data + i * c.rs + j * c.cs;
+              // C's tile = the A panel times the B panel (+ beta C) into `to`, row stride ld.
+              auto multiply = [&](T beta_to, T* to, index_t ld) {
+                if constexpr (requires { Kernel::reads_in_place; }) {
+                  if (a_in_place || b_in_place) {
+                    const bool a_here = a_in_place && rows == MR, b_here = b_in_place && cols == NR;
+                    Kernel::multiply_in_place(
+                        steps, a_here ? a.data + i * a.rs + pc * a.cs : panel_a, a_here ? a.rs : 1,
+                        a_here ? a.cs : MR, b_here ? b.data + pc * b.rs + j : panel_b,
+                        b_here ? b.rs : NR, beta_to, to, ld);
+                    return;
+                  }
+                }
+                Kernel::multiply(steps, panel_a, panel_b, alpha, beta_to, to, ld);
+              };
               if (rows == MR && cols == NR && c.cs == 1) {
-                Kernel::multiply(steps, panel_a, panel_b, alpha, beta_now, tile_c, c.rs);
+                multiply(beta_now, tile_c, c.rs);
                 continue;
               }
               // An edge tile, or C without unit column stride: compute the whole tile aside and
               // keep the part inside C.
               alignas(64) T tile[MR * NR];
-              Kernel::multiply(steps, panel_a, panel_b, alpha, T(0), tile, NR);
+              multiply(T(0), tile, NR);
               for (index_t r = 0; r < rows; ++r)
                 for (index_t jj = 0; jj < cols; ++jj) {
                   T& to = tile_c[r * c.rs + jj * c.cs];

@@ -2,10 +2,10 @@
 // and the packing of A and B into the panels it reads.
 //
 // The micro-kernel keeps an MR x NR tile of C in registers (NR = NV SIMD vectors of the widest
-// batch xsimd selected) and, for each of kc steps, loads NV vectors of a packed row of B,
-// broadcasts MR elements of a packed column of A, and issues MR x NV fused multiply-adds. Packed
-// panels are contiguous and aligned, so the loop reads two sequential streams whatever the
-// operands' strides:
+// batch xsimd selected) and, for each of kc steps, loads NV vectors of a row of B, broadcasts MR
+// elements of a column of A, and issues MR x NV fused multiply-adds. Packed panels are contiguous
+// and aligned, so the loop reads two sequential streams whatever the operands' strides; it reads
+// an operand in place when its own layout serves as well (gemm.hpp). The packed layouts:
 //
 //   A panel (MR x kc): element (r, p) at a[p * MR + r]   -- MR rows interleaved, scaled by alpha
 //   B panel (kc x NR): element (p, j) at b[p * NR + j]   -- NR columns side by side
@@ -60,14 +60,16 @@ struct gemm_tile {
   static constexpr int nr = nv * width;
 };
 
-// C (MR x NR at c, row stride ldc, unit column stride) = A_panel B_panel + beta C over kc steps.
-// beta == 0 writes C without reading it (NaN or garbage there is ignored). a and b are packed
-// panels, b aligned to the vector size.
+// C (MR x NR at c, row stride ldc, unit column stride) = A B + beta C over kc steps, where
+// element (r, p) of A is at a[r * a_rs + p * a_ps] and row p of B (NR contiguous elements) at
+// b + p * b_ps. Packed panels are (a_rs, a_ps) = (1, MR) and b_ps = NR; the driver passes an
+// operand's own strides where it can be read in place (gemm.hpp). beta == 0 writes C without
+// reading it (NaN or garbage there is ignored).
 template <class T, int MR, int NV, class Arch>
-MELD_NOINLINE void gemm_micro_kernel(index_t kc, const T* a, const T* b, T beta, T* c,
-                                     index_t ldc) {
+MELD_NOINLINE void gemm_micro_kernel(index_t kc, const T* a, index_t a_rs, index_t a_ps, const T* b,
+                                     index_t b_ps, T beta, T* c, index_t ldc) {
   using B = xsimd::batch<T, Arch>;
-  constexpr int W = static_cast<int>(B::size), NR = NV * W;
+  constexpr int W = static_cast<int>(B::size);
   // Start fetching the tile of C now: its first use is after the whole k loop. (A plain loop:
   // GCC 12 drops __builtin_prefetch inside a generic lambda of a function template.)
 #if defined(__GNUC__)
@@ -77,13 +79,13 @@ MELD_NOINLINE void gemm_micro_kernel(index_t kc, const T* a, const T* b, T beta,
   unrolled<MR>([&](auto r) { unrolled<NV>([&](auto v) { acc[r][v] = B(T(0)); }); });
   for (index_t p = 0; p < kc; ++p) {
     B bv[NV];
-    unrolled<NV>([&](auto v) { bv[v] = B::load_aligned(b + v * W); });
+    unrolled<NV>([&](auto v) { bv[v] = B::load_unaligned(b + v * W); });
     unrolled<MR>([&](auto r) {
-      const B ar(a[r]);
+      const B ar(a[r * a_rs]);
       unrolled<NV>([&](auto v) { acc[r][v] = xsimd::fma(ar, bv[v], acc[r][v]); });
     });
-    a += MR;
-    b += NR;
+    a += a_ps;
+    b += b_ps;
   }
   if (beta == T(0)) {
     unrolled<MR>([&](auto r) {
@@ -267,7 +269,16 @@ struct packed_kernel {
   }
   MELD_INLINE static void multiply(index_t steps, const T* a, const T* b, T /*alpha: packed*/,
                                    T beta, T* c, index_t ldc) {
-    gemm_micro_kernel<T, mr, Tile::nv, typename Tile::batch::arch_type>(steps, a, b, beta, c, ldc);
+    multiply_in_place(steps, a, 1, mr, b, nr, beta, c, ldc);
+  }
+  // The same on operands read where they are (gemm_blocked reads A in place when alpha is 1 and
+  // B when its rows are contiguous): element (r, p) of A at a[r * a_rs + p * a_ps], row p of B at
+  // b + p * b_ps.
+  static constexpr bool reads_in_place = true;
+  MELD_INLINE static void multiply_in_place(index_t steps, const T* a, index_t a_rs, index_t a_ps,
+                                            const T* b, index_t b_ps, T beta, T* c, index_t ldc) {
+    gemm_micro_kernel<T, mr, Tile::nv, typename Tile::batch::arch_type>(steps, a, a_rs, a_ps, b,
+                                                                        b_ps, beta, c, ldc);
   }
 };
 
