@@ -606,6 +606,53 @@ BACKEND_TEST_CASE("integer matmul is exact", "[matmul]") {
     }
 }
 
+HOST_TEST_CASE("narrow products computed transposed match a naive loop", "[matmul]") {
+  thread_count_guard guard;
+  // c (m x n) narrower than a tile, over one k block: gemm computes c^T = b^T a^T, n in the rows of
+  // the tiles (a linear layer's forward product into 10 classes: 256 x 128 times 128 x 10).
+  auto run = [](auto zero) {
+    using T = decltype(zero);
+    constexpr index_t nr = cpu_eval::gemm_tile<T>::nr;
+    int pick = 0;
+    for (index_t m : {index_t(2 * nr + 5), index_t(256)})
+      for (index_t n : {index_t(2), index_t(10), nr / 4, nr / 2 - 1})
+        for (index_t k : {index_t(3), index_t(128)}) {
+          // (With narrower vectors, or n near NR / 2, the transposed tiles save too little.)
+          if (!cpu_eval::gemm_transposed_fits<T>(m, n, k)) continue;
+          ++pick;
+          const T alpha = pick % 2 ? T(1) : T(-0.5), beta = pick % 3 ? T(0) : T(1.5);
+          INFO("m " << m << " n " << n << " k " << k << " alpha " << alpha << " beta " << beta);
+          auto a = make_operand<T>(m, k, all_layouts[pick % 4], std::uint32_t(pick));
+          auto b = make_operand<T>(k, n, all_layouts[(pick / 4) % 4], std::uint32_t(pick + 100));
+          auto c = make_operand<T>(m, n, layout_kind::row_major, std::uint32_t(pick + 200));
+          if (beta == T(0)) c.view = std::numeric_limits<T>::quiet_NaN();  // must be ignored
+          const auto want = expected_gemm<T>(alpha, a.view, b.view, beta, c.view);
+          tensor<T> c0 = c.storage.clone();
+          meld::set_num_threads(1);
+          meld::gemm(alpha, a.view, b.view, beta, c.view);
+          check_within(c.view, want);
+          tensor<T> one = c.storage.clone();
+          meld::set_num_threads(3);  // the same bits on more threads
+          meld::copy(c.storage, c0);
+          meld::gemm(alpha, a.view, b.view, beta, c.view);
+          REQUIRE(std::memcmp(c.storage.data(), one.data(), sizeof(T) * std::size_t(one.size())) ==
+                  0);
+        }
+    REQUIRE(pick >= 8);
+    // Wide enough, or a long k: not transposed.
+    REQUIRE_FALSE(cpu_eval::gemm_transposed_fits<T>(256, nr, 128));
+    REQUIRE_FALSE(cpu_eval::gemm_transposed_fits<T>(12, 10, 128));
+    REQUIRE_FALSE(
+        cpu_eval::gemm_transposed_fits<T>(256, 10, cpu_eval::default_gemm_blocking<T>().kc + 1));
+  };
+  SECTION("float") {
+    run(0.f);
+  }
+  SECTION("double") {
+    run(0.0);
+  }
+}
+
 HOST_TEST_CASE("thin products with a long k (dot-product tiles) match a naive loop", "[matmul]") {
   thread_count_guard guard;
   // a row-major, b column-major (contiguous along k): the weight gradient's layout, where
