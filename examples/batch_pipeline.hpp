@@ -20,7 +20,10 @@
 namespace fashion_mnist {
 
 // Rows order[first, first + count) of the data set, copied into images {count, 1, 28, 28} and
-// labels {count} (reallocated when the count changes).
+// labels {count} (reallocated when the count changes). Images are made from the data set's bytes
+// where it keeps them, by the same float operations that standardized its images (the same bits):
+// a quarter of the memory to read for the randomly ordered rows (on one core, the copy of the
+// float rows was 3.5 % of an MLP epoch).
 inline void gather(const dataset& d, const std::vector<meld::index_t>& order, meld::index_t first,
                    meld::index_t count, meld::tensor<float>& images,
                    meld::tensor<std::int64_t>& labels) {
@@ -30,12 +33,21 @@ inline void gather(const dataset& d, const std::vector<meld::index_t>& order, me
     labels = meld::tensor<std::int64_t>({count}, meld::uninitialized);
   }
   const float* src = d.images.data();
+  const std::uint8_t* bytes = d.pixels.empty() ? nullptr : d.pixels.data();
+  const float mean = d.from_pixels.mean, scale = d.from_pixels.scale;
   const std::int64_t* src_labels = d.labels.data();
   float* dst = images.data();
   std::int64_t* dst_labels = labels.data();
   for (meld::index_t i = 0; i < count; ++i) {
     const meld::index_t s = order[static_cast<std::size_t>(first + i)];
-    std::memcpy(dst + i * pixels, src + s * pixels, pixels * sizeof(float));
+    float* to = dst + i * pixels;
+    if (bytes) {
+      const std::uint8_t* from = bytes + s * pixels;
+      for (meld::index_t j = 0; j < pixels; ++j)
+        to[j] = (static_cast<float>(from[j]) - mean) * scale;
+    } else {
+      std::memcpy(to, src + s * pixels, pixels * sizeof(float));
+    }
     dst_labels[i] = src_labels[s];
   }
 }

@@ -39,9 +39,23 @@ class load_error : public std::runtime_error {
 
 enum class split { train, test };
 
+// What standardizes pixels to mean 0 and standard deviation 1: x' = (x - mean) * scale, from the
+// training set (and applied to both splits). Images that are all the same value (deviation 0)
+// get scale 1, and `constant` says so: dividing by their deviation would make every input NaN.
+struct standardization {
+  float mean = 0, scale = 1;
+  bool constant = false;
+};
+
 struct dataset {
-  meld::tensor<float> images;         // {n, 1, 28, 28}, 0..255
+  meld::tensor<float> images;         // {n, 1, 28, 28}, 0..255 (until standardized)
   meld::tensor<std::int64_t> labels;  // {n}
+  // The same images as the file's bytes, and what maps them to `images`: images = (pixels -
+  // from_pixels.mean) * from_pixels.scale, bit for bit. The input pipeline gathers its batches
+  // from these, a quarter of the bytes to read (batch_pipeline.hpp). Empty when `images` no longer
+  // follow from them (standardized twice).
+  std::vector<std::uint8_t> pixels;
+  standardization from_pixels;
   meld::index_t size() const { return labels.size(); }
 };
 
@@ -143,8 +157,11 @@ inline dataset load(const std::filesystem::path& dir, split s, meld::index_t lim
                      "test on");
   const meld::index_t n = limit > 0 ? std::min<meld::index_t>(limit, ie[0]) : ie[0];
   dataset d{meld::tensor<float>({n, 1, rows, cols}, meld::uninitialized),
-            meld::tensor<std::int64_t>({n}, meld::uninitialized)};
+            meld::tensor<std::int64_t>({n}, meld::uninitialized),
+            {},
+            {}};
   const unsigned char* pixels = image_bytes.data() + 16;
+  d.pixels.assign(pixels, pixels + n * rows * cols);
   float* out = d.images.data();
   for (meld::index_t i = 0; i < n * rows * cols; ++i) out[i] = static_cast<float>(pixels[i]);
   const unsigned char* labels = label_bytes.data() + 8;
@@ -158,14 +175,6 @@ inline dataset load(const std::filesystem::path& dir, split s, meld::index_t lim
   return d;
 }
 
-// What standardizes pixels to mean 0 and standard deviation 1: x' = (x - mean) * scale, from the
-// training set (and applied to both splits). Images that are all the same value (deviation 0)
-// get scale 1, and `constant` says so: dividing by their deviation would make every input NaN.
-struct standardization {
-  float mean = 0, scale = 1;
-  bool constant = false;
-};
-
 inline standardization standardization_of(const dataset& train) {
   if (train.size() == 0) throw load_error("standardization: the training set has no images");
   const float mean = meld::mean(train.images);
@@ -178,6 +187,12 @@ inline standardization standardization_of(const dataset& train) {
 
 inline void standardize(dataset& d, const standardization& s) {
   d.images = (d.images - s.mean) * s.scale;
+  // The bytes still give the images when they were the bytes' values: (p - 0) * 1 is p.
+  const bool from_bytes = d.from_pixels.mean == 0 && d.from_pixels.scale == 1;
+  if (from_bytes)
+    d.from_pixels = s;
+  else
+    d.pixels.clear();
 }
 
 }  // namespace fashion_mnist

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../support.hpp"
+#include "batch_pipeline.hpp"
 #include "fashion_mnist.hpp"
 
 namespace fs = std::filesystem;
@@ -166,4 +167,37 @@ TEST_CASE("fashion_mnist: constant images are centred, never divided by a zero d
   const double n = double(d.images.size());
   REQUIRE(sum / n == Approx(0).margin(1e-5));
   REQUIRE(squares / n == Approx(1).epsilon(1e-4));
+}
+
+TEST_CASE("fashion_mnist: batches gathered from the bytes are the standardized images, bit for bit",
+          "[nn]") {
+  fixture f;
+  write_gz(f.images_path(), images(5));
+  write_gz(f.labels_path(), labels(5));
+  auto d = fashion_mnist::load(f.dir, fashion_mnist::split::test);
+  REQUIRE(d.pixels.size() == 5 * 784);
+  for (std::size_t i = 0; i < d.pixels.size(); ++i)
+    REQUIRE(float(d.pixels[i]) == d.images.data()[i]);
+  const std::vector<meld::index_t> order = {4, 0, 3, 1};
+  meld::tensor<float> batch({0});
+  meld::tensor<std::int64_t> batch_labels({0});
+  auto same_rows = [&](meld::index_t first, meld::index_t count) {
+    fashion_mnist::gather(d, order, first, count, batch, batch_labels);
+    REQUIRE(batch.shape() == meld::shape_t{count, 1, 28, 28});
+    for (meld::index_t i = 0; i < count; ++i) {
+      const meld::index_t s = order[std::size_t(first + i)];
+      REQUIRE(std::memcmp(batch.data() + i * 784, d.images.data() + s * 784, 784 * sizeof(float)) ==
+              0);
+      REQUIRE(batch_labels.data()[i] == d.labels.data()[s]);
+    }
+  };
+  same_rows(0, 3);  // the raw values
+  fashion_mnist::standardize(d, fashion_mnist::standardization_of(d));
+  REQUIRE(d.pixels.size() == 5 * 784);
+  REQUIRE(d.images.data()[1] != float(d.pixels[1]));
+  same_rows(1, 3);  // (p - mean) * scale, as the tensor expression computed it
+  // Standardized twice, the images no longer follow from the bytes: gathered as floats.
+  fashion_mnist::standardize(d, {0.5f, 2.f, false});
+  REQUIRE(d.pixels.empty());
+  same_rows(0, 4);
 }
