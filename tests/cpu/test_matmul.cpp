@@ -661,16 +661,17 @@ HOST_TEST_CASE("thin products with a long k (dot-product tiles) match a naive lo
   auto run = [](auto zero) {
     using T = decltype(zero);
     constexpr index_t W = index_t(xsimd::batch<T, meld::detail::simd_arch>::size);
-    const index_t ms[] = {1, 3, 4, 5, 20, 33};
-    constexpr index_t widest = cpu_eval::gemm_tile<T>::nr / 4;  // the widest c it takes
-    const index_t ns[] = {1, 2, 3, widest - 1, widest};  // (2 for doubles in 256-bit vectors)
+    const index_t ms[] = {1, 3, 4, 5, 6, 20, 33};
+    constexpr index_t nr = cpu_eval::gemm_tile<T>::nr, mr = cpu_eval::gemm_tile<T>::mr;
+    // The widest c it takes: NR / 2 columns, NR - 1 for at most MR rows.
+    const index_t ns[] = {1, 2, 3, nr / 2 - 1, nr / 2, nr - 1};  // (NR = 8 for doubles in AVX2)
     const index_t ks[] = {4 * W, 4 * W + 1, 1000, 20007};
     int pick = 0;
     for (index_t m : ms)
       for (index_t n : ns)
         for (index_t k : ks) {
-          if (n > widest) continue;
-          if (m * k > 200000 && n != std::min<index_t>(3, widest)) continue;  // a few shapes only
+          if (n > nr / 2 && m > mr) continue;
+          if (m * k > 200000 && n != 3) continue;  // a few shapes only
           ++pick;
           const T alpha = pick % 2 ? T(1) : T(-0.5), beta = pick % 3 ? T(0) : T(1.5);
           INFO("m " << m << " n " << n << " k " << k << " alpha " << alpha << " beta " << beta);
