@@ -399,10 +399,11 @@ HOST_TEST_CASE("matmul around the default block sizes", "[matmul][big]") {
     REQUIRE(blocks.mc % tile::mr == 0);
     REQUIRE(blocks.nc % tile::nr == 0);
     const std::tuple<index_t, index_t, index_t> shapes[] = {
-        {blocks.mc + 1, 2 * tile::nr + 1, blocks.kc + 1},  // one more row block, k block
-        {2 * tile::mr + 5, blocks.nc + 3, 3},              // one more column block
-        {37, 41, 2 * blocks.kc + 13},                      // three k blocks
-        {257, 263, 269}};                                  // primes
+        {blocks.mc + 1, 2 * tile::nr + 1, blocks.kc + 1},     // one more row block, k block
+        {2 * tile::mr + 5, blocks.nc + 3, 3},                 // one more column block
+        {37, 41, 2 * blocks.kc + 13},                         // three k blocks
+        {2 * tile::mr + 3, 5 * tile::nr + 7, blocks.kc + 7},  // few rows: B read in place
+        {257, 263, 269}};                                     // primes
     int seed = 100;
     for (auto [m, n, k] : shapes)
       for (int threads : {1, 3}) {
