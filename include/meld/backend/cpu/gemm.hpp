@@ -217,9 +217,10 @@ void gemm_blocked(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T bet
   // a packed B micro-panel: with longer or power-of-two strides its rows fall on few cache sets
   // and pages, and each row panel of A that reads it again misses (in place ran at 40 % of the
   // packed speed for n = 1024 squared). B is read in place whatever its span when at most three
-  // row panels read it: the convolutions' forward products, W {out, in kh kw} times the im2col
-  // matrix, 1.6 - 2.2 x faster for LeNet's (6 and 16 rows); with a 16 KiB row stride in place
-  // was 1.3 x faster for 18 rows, even for 30 and slower from 48 (the Xeon AMX VM, one core).
+  // row panels read it: a convolution's forward product, W {out, in kh kw} times the im2col
+  // matrix, for 6 and 16 output channels (LeNet-5's) 1.6 - 2.2 x faster; with a 16 KiB row
+  // stride in place was 1.3 x faster for 18 rows, even for 30 and slower from 48 (the Xeon AMX
+  // VM, one core).
   // Panels at the edge (fewer than MR rows or NR columns) are still packed, with zeros past the
   // edge.
   bool a_in_place = false, b_in_place = false;
@@ -440,9 +441,9 @@ struct gemm_dot_tile {
 // kernel's NR-wide tiles would compute at least as many columns as it keeps, or n < NR with at
 // most MR rows, where each packed panel of B would serve a single tile. Measured on one core of
 // the Xeon AMX VM (NR = 64, MR = 6), dot products against the packed kernel: m x n x k = 6 x 25 x
-// 10192 (LeNet's first weight gradient) 85 against 366 us, 6 x 63 x 5000 125 against 265,
-// 64 x 32 x 5000 468 against 541, 256 x 20 x 1500 373 against 444; but 64 x 48 x 5000 786
-// against 641 and 16 x 150 x 1700 230 against 213.
+// 10192 (the weight gradient of a 6-channel 5 x 5 convolution) 85 against 366 us, 6 x 63 x 5000 125
+// against 265, 64 x 32 x 5000 468 against 541, 256 x 20 x 1500 373 against 444; but 64 x 48 x 5000
+// 786 against 641 and 16 x 150 x 1700 230 against 213.
 template <class T>
 bool gemm_dot_fits(matrix_ref<const T> a, matrix_ref<const T> b, index_t n, index_t k) {
   using V = xsimd::batch<T, simd_arch>;
