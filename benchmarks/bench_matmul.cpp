@@ -7,6 +7,10 @@
 //   openblas   cblas_sgemm directly (openblas_set_num_threads)
 //   eigen      c.noalias() = a * b on row-major Eigen matrices (Eigen::setNbThreads; OpenMP)
 //
+//   meld_step, openblas_step: the products of training steps (the MLP's, and convolutions'
+//              im2col products), one thread, in their layouts (transposed views where the layers
+//              pass them)
+//
 // Run with interleaving and repetitions, and compare medians (the machines are shared and noisy):
 //   bench_matmul --benchmark_enable_random_interleaving=true --benchmark_repetitions=5
 //                --benchmark_report_aggregates_only=true
@@ -16,6 +20,7 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -126,6 +131,72 @@ void bm_eigen(benchmark::State& state) {
   report(state, double(n));
 }
 
+// The products of training steps, as the layers call them, on one thread: c (m x n) = a (m x k)
+// b (k x n), with a stored transposed (k x m) where `at`, b stored transposed (n x k) where `bt`.
+struct step_product {
+  const char* name;
+  int m, n, k;
+  bool at, bt;
+};
+constexpr step_product step_products[] = {
+    {"mlp 784->256 forward, x W^T", 256, 256, 784, false, true},
+    {"mlp 784->256 weight gradient, g^T x", 256, 784, 256, true, false},
+    {"mlp 256->128 forward", 256, 128, 256, false, true},
+    {"mlp 256->128 weight gradient", 128, 256, 256, true, false},
+    {"mlp 256->128 input gradient, g W", 256, 256, 128, false, false},
+    {"mlp 128->10 forward", 256, 10, 128, false, true},
+    {"mlp 128->10 weight gradient", 10, 128, 256, true, false},
+    {"mlp 128->10 input gradient", 256, 128, 10, false, false},
+    {"conv 1->6 5x5 forward, W col (13 images)", 6, 10192, 25, false, false},
+    {"conv 1->6 5x5 weight gradient, g col^T", 6, 25, 10192, false, true},
+    {"conv 6->16 5x5 forward (17 images)", 16, 1700, 150, false, false},
+    {"conv 1->20 3x3 forward (43 images)", 20, 29068, 9, false, false},
+    {"conv 20->50 5x5 forward (6 images)", 50, 486, 500, false, false},
+    {"conv 20->50 5x5 weight gradient", 50, 500, 486, false, true},
+};
+
+template <class Run>
+void step_benchmark(benchmark::State& state, Run run) {
+  const step_product& p = step_products[state.range(0)];
+  auto a = p.at ? meld::uniform<float>({p.k, p.m}, -1.f, 1.f, 1)
+                : meld::uniform<float>({p.m, p.k}, -1.f, 1.f, 1);
+  auto b = p.bt ? meld::uniform<float>({p.n, p.k}, -1.f, 1.f, 2)
+                : meld::uniform<float>({p.k, p.n}, -1.f, 1.f, 2);
+  meld::tensor<float> c({p.m, p.n});
+  run(p, a, b, c);
+  settle();
+  for (auto _ : state) {
+    run(p, a, b, c);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(p.name);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * p.m * p.n * p.k / 1e9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+void bm_meld_step(benchmark::State& state) {
+  meld::set_num_threads(1);
+  openblas_set_num_threads(1);  // used by meld_blas
+  step_benchmark(state, [](const step_product& p, const auto& a, const auto& b, auto& c) {
+    if (p.at && p.bt) meld::gemm(1.f, a.transpose(), b.transpose(), 0.f, c);
+    if (p.at && !p.bt) meld::gemm(1.f, a.transpose(), b, 0.f, c);
+    if (!p.at && p.bt) meld::gemm(1.f, a, b.transpose(), 0.f, c);
+    if (!p.at && !p.bt) meld::gemm(1.f, a, b, 0.f, c);
+  });
+}
+void bm_openblas_step(benchmark::State& state) {
+  openblas_set_num_threads(1);
+  step_benchmark(state, [](const step_product& p, const auto& a, const auto& b, auto& c) {
+    cblas_sgemm(CblasRowMajor, p.at ? CblasTrans : CblasNoTrans, p.bt ? CblasTrans : CblasNoTrans,
+                p.m, p.n, p.k, 1.f, a.data(), p.at ? p.m : p.k, b.data(), p.bt ? p.k : p.n, 0.f,
+                c.data(), p.n);
+  });
+}
+void step_shapes(benchmark::internal::Benchmark* b) {
+  b->DenseRange(0, std::size(step_products) - 1)->ArgNames({"product"})->UseRealTime();
+  b->Unit(benchmark::kMicrosecond);
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   const int all = meld::detail::available_cores();
   for (int threads : {1, all}) {
@@ -148,6 +219,9 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("meld_bf16", bm_meld_bf16)->Apply(sizes);
   benchmark::RegisterBenchmark("openblas", bm_openblas)->Apply(sizes);
   benchmark::RegisterBenchmark("eigen", bm_eigen)->Apply(sizes);
+  const std::string meld_step_name = std::string(meld_name) + "_step";
+  benchmark::RegisterBenchmark(meld_step_name.c_str(), bm_meld_step)->Apply(step_shapes);
+  benchmark::RegisterBenchmark("openblas_step", bm_openblas_step)->Apply(step_shapes);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
 }
