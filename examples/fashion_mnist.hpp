@@ -4,6 +4,8 @@
 //   fashion_mnist::dataset train = fashion_mnist::load(dir, fashion_mnist::split::train);
 //   train.images   tensor<float>        {n, 1, 28, 28}, pixel values 0..255
 //   train.labels   tensor<std::int64_t> {n}, classes 0..9
+//   train.pixels   std::vector<std::uint8_t> {n 28 28}, the images as the file's bytes (what the
+//                  input pipeline gathers batches from)
 //
 // A missing, truncated or malformed file, or one of no images, throws fashion_mnist::load_error
 // naming the file and what is wrong with it. standardization_of / standardize scale pixels to

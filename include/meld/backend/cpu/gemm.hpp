@@ -220,9 +220,8 @@ void gemm_blocked(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T bet
   // row panels read it: a convolution's forward product, W {out, in kh kw} times the im2col
   // matrix, for 6 and 16 output channels (LeNet-5's) 1.6 - 2.2 x faster; with a 16 KiB row
   // stride in place was 1.3 x faster for 18 rows, even for 30 and slower from 48 (the Xeon AMX
-  // VM, one core).
-  // Panels at the edge (fewer than MR rows or NR columns) are still packed, with zeros past the
-  // edge.
+  // VM, one core). Panels at the edge (fewer than MR rows or NR columns) are still packed, with
+  // zeros past the edge.
   bool a_in_place = false, b_in_place = false;
   if constexpr (requires { Kernel::reads_in_place; }) {
     const auto spans_little = [&](index_t row_stride) {
