@@ -222,8 +222,11 @@ void gemm_blocked(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T bet
   // stride in place was 1.3 x faster for 18 rows, even for 30 and slower from 48 (the Xeon AMX
   // VM, one core). Panels at the edge (fewer than MR rows or NR columns) are still packed, with
   // zeros past the edge.
+  constexpr bool reads_in_place = requires {
+    &Kernel::multiply_in_place;
+  };
   bool a_in_place = false, b_in_place = false;
-  if constexpr (requires { Kernel::reads_in_place; }) {
+  if constexpr (reads_in_place) {
     const auto spans_little = [&](index_t row_stride) {
       return static_cast<std::size_t>(std::abs(row_stride) * kc_max) * sizeof(T) <=
              host_cache_sizes().l2 / 4;
@@ -286,17 +289,15 @@ void gemm_blocked(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T bet
               T* tile_c = c.data + i * c.rs + j * c.cs;
               // C's tile = the A panel times the B panel (+ beta C) into `to`, row stride ld.
               auto multiply = [&](T beta_to, T* to, index_t ld) {
-                if constexpr (requires { Kernel::reads_in_place; }) {
-                  if (a_in_place || b_in_place) {
-                    const bool a_here = a_in_place && rows == MR, b_here = b_in_place && cols == NR;
-                    Kernel::multiply_in_place(
-                        steps, a_here ? a.data + i * a.rs + pc * a.cs : panel_a, a_here ? a.rs : 1,
-                        a_here ? a.cs : MR, b_here ? b.data + pc * b.rs + j : panel_b,
-                        b_here ? b.rs : NR, beta_to, to, ld);
-                    return;
-                  }
+                if constexpr (reads_in_place) {
+                  const bool a_here = a_in_place && rows == MR, b_here = b_in_place && cols == NR;
+                  Kernel::multiply_in_place(steps, a_here ? a.data + i * a.rs + pc * a.cs : panel_a,
+                                            a_here ? a.rs : 1, a_here ? a.cs : MR,
+                                            b_here ? b.data + pc * b.rs + j : panel_b,
+                                            b_here ? b.rs : NR, beta_to, to, ld);
+                } else {
+                  Kernel::multiply(steps, panel_a, panel_b, alpha, beta_to, to, ld);
                 }
-                Kernel::multiply(steps, panel_a, panel_b, alpha, beta_to, to, ld);
               };
               if (rows == MR && cols == NR && c.cs == 1) {
                 multiply(beta_now, tile_c, c.rs);

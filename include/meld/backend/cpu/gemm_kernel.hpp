@@ -272,9 +272,8 @@ struct packed_kernel {
     multiply_in_place(steps, a, 1, mr, b, nr, beta, c, ldc);
   }
   // The same on operands read where they are (gemm_blocked reads A in place when alpha is 1 and
-  // B when its rows are contiguous): element (r, p) of A at a[r * a_rs + p * a_ps], row p of B at
-  // b + p * b_ps.
-  static constexpr bool reads_in_place = true;
+  // B when its rows are contiguous, in kernels that have this function): element (r, p) of A at
+  // a[r * a_rs + p * a_ps], row p of B at b + p * b_ps.
   MELD_INLINE static void multiply_in_place(index_t steps, const T* a, index_t a_rs, index_t a_ps,
                                             const T* b, index_t b_ps, T beta, T* c, index_t ldc) {
     gemm_micro_kernel<T, mr, Tile::nv, typename Tile::batch::arch_type>(steps, a, a_rs, a_ps, b,
