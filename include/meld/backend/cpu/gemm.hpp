@@ -291,7 +291,8 @@ void gemm_blocked(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T bet
               auto multiply = [&](T beta_to, T* to, index_t ld) {
                 if constexpr (reads_in_place) {
                   const bool a_here = a_in_place && rows == MR, b_here = b_in_place && cols == NR;
-                  Kernel::multiply_in_place(steps, a_here ? a.data + i * a.rs + pc * a.cs : panel_a,
+                  Kernel::multiply_in_place(cols, steps,
+                                            a_here ? a.data + i * a.rs + pc * a.cs : panel_a,
                                             a_here ? a.rs : 1, a_here ? a.cs : MR,
                                             b_here ? b.data + pc * b.rs + j : panel_b,
                                             b_here ? b.rs : NR, beta_to, to, ld);

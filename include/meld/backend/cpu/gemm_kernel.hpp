@@ -269,15 +269,27 @@ struct packed_kernel {
   }
   MELD_INLINE static void multiply(index_t steps, const T* a, const T* b, T /*alpha: packed*/,
                                    T beta, T* c, index_t ldc) {
-    multiply_in_place(steps, a, 1, mr, b, nr, beta, c, ldc);
+    multiply_in_place(nr, steps, a, 1, mr, b, nr, beta, c, ldc);
   }
   // The same on operands read where they are (gemm_blocked reads A in place when alpha is 1 and
   // B when its rows are contiguous, in kernels that have this function): element (r, p) of A at
-  // a[r * a_rs + p * a_ps], row p of B at b + p * b_ps.
-  MELD_INLINE static void multiply_in_place(index_t steps, const T* a, index_t a_rs, index_t a_ps,
-                                            const T* b, index_t b_ps, T beta, T* c, index_t ldc) {
-    gemm_micro_kernel<T, mr, Tile::nv, typename Tile::batch::arch_type>(steps, a, a_rs, a_ps, b,
-                                                                        b_ps, beta, c, ldc);
+  // a[r * a_rs + p * a_ps], row p of B at b + p * b_ps; only the first `cols` columns of the tile
+  // are wanted. Fewer than NR of them (an edge panel) take the kernel of as few vectors as cover
+  // them: the last 16 of 784 columns cost a quarter of a full tile, not a whole one.
+  MELD_INLINE static void multiply_in_place(index_t cols, index_t steps, const T* a, index_t a_rs,
+                                            index_t a_ps, const T* b, index_t b_ps, T beta, T* c,
+                                            index_t ldc) {
+    using arch = typename Tile::batch::arch_type;
+    const index_t vectors = (cols + Tile::width - 1) / Tile::width;
+    if (vectors >= Tile::nv) {
+      gemm_micro_kernel<T, mr, Tile::nv, arch>(steps, a, a_rs, a_ps, b, b_ps, beta, c, ldc);
+      return;
+    }
+    unrolled<Tile::nv - 1>([&](auto v) {
+      if (vectors == v + 1)
+        gemm_micro_kernel<T, mr, decltype(v)::value + 1, arch>(steps, a, a_rs, a_ps, b, b_ps, beta,
+                                                               c, ldc);
+    });
   }
 };
 
