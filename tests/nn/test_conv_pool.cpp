@@ -98,6 +98,26 @@ BACKEND_TEST_CASE("conv2d in float over a batch spanning several column chunks",
   require_close(test::host(y), want, 1e-4);
 }
 
+BACKEND_TEST_CASE("conv2d in float: window rows shorter than, as long as and longer than a vector",
+                  "[nn]") {
+  // Output rows of 1, 9 (LeNet's), 15, 16, 17 and 26 floats, whole and in part inside the image
+  // (padding): im2col copies rows of 4-byte elements as whole vectors and a masked rest.
+  for (const index_t out_w : {1, 9, 15, 16, 17, 26})
+    for (const index_t pad : {0, 2}) {
+      INFO("output width " << out_w << ", padding " << pad);
+      nn::conv2d<float, B> conv(3, 4, 5, {.padding = pad, .seed = 7});
+      const auto hb = test::random_tensor<float>({4}, 8);
+      conv.bias() = test::on<B>(hb);
+      const auto hx = test::random_tensor<float>({5, 3, 7, out_w + 4 - 2 * pad}, 9);
+      const tensor<float, B> y = conv.forward(test::on<B>(hx));
+      const tensor<double> want =
+          naive_conv(tensor<double>(meld::cast<double>(hx)),
+                     tensor<double>(meld::cast<double>(test::host(conv.weight()))),
+                     tensor<double>(meld::cast<double>(hb)), 1, pad);
+      require_close(test::host(y), want, 1e-4);
+    }
+}
+
 BACKEND_TEST_CASE("conv2d in bfloat16 precision: products of the rounded operands",
                   "[nn][bfloat16]") {
   const auto rounded = nn_test::rounded_to_bfloat16;
