@@ -10,6 +10,9 @@
 //   meld_step, openblas_step: the products of training steps (the MLP's, and convolutions'
 //              im2col products), one thread, in their layouts (transposed views where the layers
 //              pass them)
+//   meld_im2col, meld_col2im: the copies around a convolution's products, one thread, for one
+//              column chunk of the training example's LeNet convolutions (GB/s of the column
+//              matrix written or read)
 //
 // Run with interleaving and repetitions, and compare medians (the machines are shared and noisy):
 //   bench_matmul --benchmark_enable_random_interleaving=true --benchmark_repetitions=5
@@ -23,6 +26,7 @@
 #include <iterator>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <cblas.h>
 
@@ -197,6 +201,52 @@ void step_shapes(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond);
 }
 
+// One column chunk of a convolution as nn::conv2d builds it (1 MiB of columns): im2col of
+// `images` samples {channels, size, size} for a kernel x kernel window, stride 1, no padding.
+struct window_chunk {
+  const char* name;
+  meld::index_t images, channels, size, kernel;
+};
+constexpr window_chunk window_chunks[] = {
+    {"lenet conv 1->20 3x3 (43 images of 28x28)", 43, 1, 28, 3},
+    {"lenet conv 20->50 5x5 (6 images of 13x13)", 6, 20, 13, 5},
+};
+template <class Run>
+void window_benchmark(benchmark::State& state, Run run) {
+  meld::set_num_threads(1);
+  const window_chunk& w = window_chunks[state.range(0)];
+  const meld::index_t out = w.size - w.kernel + 1;
+  const meld::detail::planes planes{w.channels, w.size, w.size, out, out};
+  const meld::detail::window2d window{w.kernel, 1, 0};
+  auto x = meld::uniform<float>({w.images, w.channels, w.size, w.size}, -1.f, 1.f, 1);
+  meld::tensor<float> col({w.channels * w.kernel * w.kernel, w.images * out * out});
+  run(w.images, planes, window, x, col);
+  settle();
+  for (auto _ : state) {
+    run(w.images, planes, window, x, col);
+    benchmark::DoNotOptimize(col.data());
+    benchmark::DoNotOptimize(x.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(w.name);
+  state.counters["GB/s"] = benchmark::Counter(double(col.size()) * sizeof(float) / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+void bm_im2col(benchmark::State& state) {
+  window_benchmark(state, [](meld::index_t n, const auto& p, const auto& g, auto& x, auto& col) {
+    meld::window_ops<meld::cpu<>>::im2col(std::as_const(x).view(), n, p, g, col.view());
+  });
+}
+void bm_col2im(benchmark::State& state) {
+  window_benchmark(state, [](meld::index_t n, const auto& p, const auto& g, auto& x, auto& col) {
+    meld::window_ops<meld::cpu<>>::col2im_add(std::as_const(col).view(), n, p, g, x.view());
+  });
+}
+void window_shapes(benchmark::internal::Benchmark* b) {
+  b->DenseRange(0, std::size(window_chunks) - 1)->ArgNames({"chunk"})->UseRealTime();
+  b->Unit(benchmark::kMicrosecond);
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   const int all = meld::detail::available_cores();
   for (int threads : {1, all}) {
@@ -222,6 +272,8 @@ int main(int argc, char** argv) {
   const std::string meld_step_name = std::string(meld_name) + "_step";
   benchmark::RegisterBenchmark(meld_step_name.c_str(), bm_meld_step)->Apply(step_shapes);
   benchmark::RegisterBenchmark("openblas_step", bm_openblas_step)->Apply(step_shapes);
+  benchmark::RegisterBenchmark("meld_im2col", bm_im2col)->Apply(window_shapes);
+  benchmark::RegisterBenchmark("meld_col2im", bm_col2im)->Apply(window_shapes);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
 }
