@@ -112,26 +112,26 @@ void im2col(const T* x, index_t batch, const planes& p, const window2d& g, T* co
     const index_t c = r / kk, kh = (r % kk) / g.kernel.w, kw = r % g.kernel.w;
     // The output rows and columns whose windows, at this kernel offset, fall inside the image,
     // found once per row of col; where every column's does, with stride 1, the loop over the
-    // rows only copies (with the bounds checked per 9-element row, as before, LeNet's 20 -> 50
-    // convolution's im2col took 1.3 x as long).
+    // rows only copies (checking the bounds for each 9-element row made LeNet's 20 -> 50
+    // convolution's im2col take 1.3 x as long).
     index_t oh0, oh1, ow0, ow1;
     valid_range(p.out_h, p.h, g.stride.h, kh, g.padding.h, oh0, oh1);
     valid_range(p.out_w, p.w, g.stride.w, kw, g.padding.w, ow0, ow1);
     const bool dense = g.stride.w == 1 && ow0 == 0 && ow1 == p.out_w;
     const row_span<T> inside(ow1 - ow0);
-    // Where output row oh0's window row starts in the plane (at column ow the input is at
-    // first + ow * stride, inside the plane for ow in [ow0, ow1)); the step to the next row.
+    // Where output row oh0's window row starts in the plane, an offset (at column ow the input is
+    // at first + ow * stride, inside the plane for ow in [ow0, ow1)); the step to the next row.
     const index_t first = (oh0 * g.stride.h + kh - g.padding.h) * p.w + kw - g.padding.w;
     const index_t step = g.stride.h * p.w;
     for (index_t n = 0; n < batch; ++n) {
       T* out = col + r * cols + n * l;
       const T* plane = x + (n * p.channels + c) * p.h * p.w;
       zero_row(out, oh0 * p.out_w);  // windows above the image (in the padding)
+      index_t base = first;
       if (dense) {
-        const T* in = plane + first;
-        for (index_t oh = oh0; oh < oh1; ++oh, in += step) inside.copy(in, out + oh * p.out_w);
+        for (index_t oh = oh0; oh < oh1; ++oh, base += step)
+          inside.copy(plane + base, out + oh * p.out_w);
       } else {
-        index_t base = first;
         for (index_t oh = oh0; oh < oh1; ++oh, base += step) {
           T* row = out + oh * p.out_w;
           zero_row(row, ow0);
