@@ -167,16 +167,9 @@ void col2im_add(const T* col, index_t batch, const planes& p, const window2d& g,
         // vector adds of the short rows were slower than the loop: each row's load waits for the
         // store of the kernel offset before, which overlaps it.)
         index_t base = (oh0 * g.stride.h + kh - g.padding.h) * p.w + kw - g.padding.w;
-        if (g.stride.w == 1) {
-          for (index_t oh = oh0; oh < oh1; ++oh, base += step) {
-            const T* from = src + oh * p.out_w;
-            for (index_t ow = ow0; ow < ow1; ++ow) plane[base + ow] += from[ow];
-          }
-        } else {
-          for (index_t oh = oh0; oh < oh1; ++oh, base += step)
-            for (index_t ow = ow0; ow < ow1; ++ow)
-              plane[base + ow * g.stride.w] += src[oh * p.out_w + ow];
-        }
+        for (index_t oh = oh0; oh < oh1; ++oh, base += step)
+          for (index_t ow = ow0; ow < ow1; ++ow)
+            plane[base + ow * g.stride.w] += src[oh * p.out_w + ow];
       }
     }
   });
