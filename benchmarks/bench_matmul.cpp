@@ -10,6 +10,8 @@
 //   meld_step, openblas_step: the products of training steps (the MLP's, and convolutions'
 //              im2col products), one thread, in their layouts (transposed views where the layers
 //              pass them)
+//   meld_bf16_step: the same products of float operands rounded to bfloat16 as they are read,
+//              accumulating in float (nn::precision::bfloat16)
 //   meld_im2col, meld_col2im: the copies around a convolution's products, one thread, for one
 //              column chunk of the training example's LeNet convolutions (GB/s of the column
 //              matrix written or read)
@@ -157,6 +159,8 @@ constexpr step_product step_products[] = {
     {"conv 1->20 3x3 forward (43 images)", 20, 29068, 9, false, false},
     {"conv 20->50 5x5 forward (6 images)", 50, 486, 500, false, false},
     {"conv 20->50 5x5 weight gradient", 50, 500, 486, false, true},
+    {"conv 1->20 3x3 weight gradient", 20, 9, 29068, false, true},
+    {"conv 20->50 5x5 input gradient, W^T g", 500, 486, 50, true, false},
 };
 
 template <class Run>
@@ -186,6 +190,17 @@ void bm_meld_step(benchmark::State& state) {
     if (p.at && !p.bt) meld::gemm(1.f, a.transpose(), b, 0.f, c);
     if (!p.at && p.bt) meld::gemm(1.f, a, b.transpose(), 0.f, c);
     if (!p.at && !p.bt) meld::gemm(1.f, a, b, 0.f, c);
+  });
+}
+void bm_meld_bf16_step(benchmark::State& state) {
+  meld::set_num_threads(1);
+  step_benchmark(state, [](const step_product& p, const auto& a, const auto& b, auto& c) {
+    using meld::bfloat16, meld::cast;
+    if (p.at && p.bt)
+      meld::gemm(1.f, cast<bfloat16>(a.transpose()), cast<bfloat16>(b.transpose()), 0.f, c);
+    if (p.at && !p.bt) meld::gemm(1.f, cast<bfloat16>(a.transpose()), cast<bfloat16>(b), 0.f, c);
+    if (!p.at && p.bt) meld::gemm(1.f, cast<bfloat16>(a), cast<bfloat16>(b.transpose()), 0.f, c);
+    if (!p.at && !p.bt) meld::gemm(1.f, cast<bfloat16>(a), cast<bfloat16>(b), 0.f, c);
   });
 }
 void bm_openblas_step(benchmark::State& state) {
@@ -271,6 +286,7 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("eigen", bm_eigen)->Apply(sizes);
   const std::string meld_step_name = std::string(meld_name) + "_step";
   benchmark::RegisterBenchmark(meld_step_name.c_str(), bm_meld_step)->Apply(step_shapes);
+  benchmark::RegisterBenchmark("meld_bf16_step", bm_meld_bf16_step)->Apply(step_shapes);
   benchmark::RegisterBenchmark("openblas_step", bm_openblas_step)->Apply(step_shapes);
   benchmark::RegisterBenchmark("meld_im2col", bm_im2col)->Apply(window_shapes);
   benchmark::RegisterBenchmark("meld_col2im", bm_col2im)->Apply(window_shapes);

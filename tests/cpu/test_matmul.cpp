@@ -658,9 +658,12 @@ HOST_TEST_CASE("thin products with a long k (dot-product tiles) match a naive lo
   thread_count_guard guard;
   // a row-major, b column-major (contiguous along k): the weight gradient's layout, where
   // gemm_dot computes R x C dot products at a time over blocks of k (the last k elements that do
-  // not fill a vector added one by one; edge tiles; several blocks of k for the longest).
-  auto run = [](auto zero) {
+  // not fill a vector added one by one; edge tiles; several blocks of k for the longest). Operands
+  // of S, C of T, read through Read (Rounded: the reads round the operands to bfloat16).
+  auto run = [](auto zero, auto operand, auto read, auto rounded) {
     using T = decltype(zero);
+    using S = decltype(operand);
+    using Read = typename decltype(read)::type;
     constexpr index_t W = index_t(xsimd::batch<T, meld::detail::simd_arch>::size);
     const index_t ms[] = {1, 3, 4, 5, 6, 20, 33};
     constexpr index_t nr = cpu_eval::gemm_tile<T>::nr, mr = cpu_eval::gemm_tile<T>::mr;
@@ -676,41 +679,78 @@ HOST_TEST_CASE("thin products with a long k (dot-product tiles) match a naive lo
           ++pick;
           const T alpha = pick % 2 ? T(1) : T(-0.5), beta = pick % 3 ? T(0) : T(1.5);
           INFO("m " << m << " n " << n << " k " << k << " alpha " << alpha << " beta " << beta);
-          auto a = make_operand<T>(m, k, layout_kind::row_major, std::uint32_t(pick));
-          auto b = make_operand<T>(k, n, layout_kind::column_major, std::uint32_t(pick + 100));
+          auto a = make_operand<S>(m, k, layout_kind::row_major, std::uint32_t(pick));
+          auto b = make_operand<S>(k, n, layout_kind::column_major, std::uint32_t(pick + 100));
           auto c = make_operand<T>(m, n, all_layouts[pick % 4], std::uint32_t(pick + 200));
           if (beta == T(0)) c.view = std::numeric_limits<T>::quiet_NaN();  // must be ignored
-          REQUIRE(cpu_eval::gemm_dot_fits(ref_of(a.view), ref_of(b.view), n, k));
-          const auto want = expected_gemm<T>(alpha, a.view, b.view, beta, c.view);
+          REQUIRE(cpu_eval::gemm_dot_fits<T>(ref_of(a.view), ref_of(b.view), n, k));
+          const auto want = [&] {
+            if constexpr (decltype(rounded)::value) {
+              auto as_bf16 = [](const auto& v) {
+                return tensor<T>(meld::cast<T>(meld::cast<meld::bfloat16>(v)));
+              };
+              return expected_gemm<T>(alpha, as_bf16(a.view), as_bf16(b.view), beta, c.view);
+            } else {
+              return expected_gemm<T>(alpha, a.view, b.view, beta, c.view);
+            }
+          }();
           tensor<T> c0 = c.storage.clone();
           meld::set_num_threads(1);
-          cpu_eval::gemm_dot<T>(alpha, ref_of(a.view), ref_of(b.view), beta, mutable_ref_of(c.view),
-                                1);
+          cpu_eval::gemm_dot<Read>(alpha, ref_of(a.view), ref_of(b.view), beta,
+                                   mutable_ref_of(c.view), 1);
           check_within(c.view, want);
           tensor<T> one = c.storage.clone();
           for (int threads : {2, 3}) {  // the same bits on more threads
             meld::set_num_threads(threads);
             meld::copy(c.storage, c0);
-            cpu_eval::gemm_dot<T>(alpha, ref_of(a.view), ref_of(b.view), beta,
-                                  mutable_ref_of(c.view), threads);
+            cpu_eval::gemm_dot<Read>(alpha, ref_of(a.view), ref_of(b.view), beta,
+                                     mutable_ref_of(c.view), threads);
             REQUIRE(std::memcmp(c.storage.data(), one.data(),
                                 sizeof(T) * std::size_t(one.size())) == 0);
           }
         }
   };
+  using std::type_identity;
   SECTION("float") {
-    run(0.f);
+    run(0.f, 0.f, type_identity<cpu_eval::read_as_stored<float>>{}, std::false_type{});
   }
   SECTION("double") {
-    run(0.0);
+    run(0.0, 0.0, type_identity<cpu_eval::read_as_stored<double>>{}, std::false_type{});
   }
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+  SECTION("bfloat16 operands, widened as they are read") {
+    run(0.f, meld::bfloat16(), type_identity<cpu_eval::bf16_operand_read>{}, std::false_type{});
+  }
+  SECTION("float operands rounded to bfloat16 as they are read") {
+    run(0.f, 0.f, type_identity<cpu_eval::bf16_operand_read>{}, std::true_type{});
+  }
+  SECTION("a bfloat16 product takes that path where the kernels' tiles would be mostly empty") {
+    // The weight gradient of the convolution 1 -> 20, 3 x 3, in nn::precision::bfloat16.
+    auto g = test::random_tensor<float>({20, 2 * 676 + 5}, 43);
+    auto col = test::random_tensor<float>({9, 2 * 676 + 5}, 44);
+#if defined(MELD_DETAIL_AMX)
+    REQUIRE(cpu_eval::bf16_dot_products_fit<cpu_eval::bf16_amx_kernel>(
+        ref_of(g.view()), ref_of(col.transpose()), 9, g.shape()[1]));
+#endif
+    REQUIRE(cpu_eval::bf16_dot_products_fit<cpu_eval::bf16_dot_kernel>(
+        ref_of(g.view()), ref_of(col.transpose()), 9, g.shape()[1]));
+    tensor<float> dw({20, 9});
+    meld::gemm(1.f, meld::cast<meld::bfloat16>(g), meld::cast<meld::bfloat16>(col.transpose()), 0.f,
+               dw);
+    auto as_bf16 = [](const auto& v) {
+      return tensor<float>(meld::cast<float>(meld::cast<meld::bfloat16>(v)));
+    };
+    check_within(dw, expected_gemm<float>(1, as_bf16(g), as_bf16(col.transpose()), 0, dw));
+  }
+#endif
   SECTION("matmul takes that path and gives the naive loop's result") {
     // A convolution's weight gradient, 1 -> 20 channels, 3 x 3: 9 columns where vectors hold 16
     // floats (NR = 64), 4 where they hold 8.
     const index_t n = std::min<index_t>(9, cpu_eval::gemm_tile<float>::nr / 4);
     auto g = test::random_tensor<float>({20, 2 * 676 + 5}, 41);
     auto col = test::random_tensor<float>({n, 2 * 676 + 5}, 42);
-    REQUIRE(cpu_eval::gemm_dot_fits(ref_of(g.view()), ref_of(col.transpose()), n, g.shape()[1]));
+    REQUIRE(
+        cpu_eval::gemm_dot_fits<float>(ref_of(g.view()), ref_of(col.transpose()), n, g.shape()[1]));
     tensor<float> dw = meld::matmul(g, col.transpose());
     check_within(dw, expected_gemm<float>(1, g, col.transpose(), 0, dw));
   }
