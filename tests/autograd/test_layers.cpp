@@ -155,6 +155,9 @@ SYNC_BACKEND_TEST_CASE("conv2d: nn::conv2d's values; gradients accumulate; shape
   REQUIRE_THROWS_AS(ag::conv2d(x, b), meld::shape_error);     // a weight of rank 1
   REQUIRE_THROWS_AS(ag::conv2d(x, w, w), meld::shape_error);  // a bias of the weight's shape
   REQUIRE_THROWS_AS(ag::conv2d(x, w, {.stride = 0}), std::invalid_argument);
+  // nn::conv2d's fused activation is not silently dropped.
+  REQUIRE_THROWS_AS(ag::conv2d(x, w, {.activation = meld::nn::activation::relu}),
+                    std::invalid_argument);
 }
 
 SYNC_BACKEND_TEST_CASE("max_pool2d and avg_pool2d: gradients with stride, padding, rectangles",
@@ -262,6 +265,9 @@ BACKEND_TEST_CASE("layers: nn's initial parameters, buffers() and train() name a
   require_near(conv(leaf_copy(xh)).value(), ref.forward(xh), 0);
   REQUIRE_FALSE(ag::layers::conv2d<float, B>(3, 4, 1, {.bias = false}).bias.defined());
   REQUIRE_THROWS_AS((ag::layers::conv2d<float, B>(0, 4, 3)), std::invalid_argument);
+  REQUIRE_THROWS_AS(
+      (ag::layers::conv2d<float, B>(3, 4, 3, {.activation = meld::nn::activation::relu})),
+      std::invalid_argument);
   // A copy shares the parameters (variables are handles).
   const ag::layers::conv2d<float, B> copy(conv);
   REQUIRE(copy.weight.state_handle() == conv.weight.state_handle());

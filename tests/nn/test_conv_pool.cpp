@@ -2,7 +2,10 @@
 // kernels, batches spanning several column chunks), and their errors. On every backend (the
 // window operations are backend operations): operands made on the host, references computed from
 // those host copies, results back through test::host.
+#include <algorithm>
+#include <cstring>
 #include <limits>
+#include <string>
 
 #include "../backends.hpp"
 #include "nn_support.hpp"
@@ -152,6 +155,52 @@ BACKEND_TEST_CASE("conv2d in bfloat16 precision: products of the rounded operand
     db(c) = float(s);
   }
   require_close(test::host(conv.bias_grad()), db, 1e-4);
+}
+
+BACKEND_TEST_CASE("conv2d with a fused relu gives the separate relu layer's numbers", "[nn]") {
+  // 3 x 3 x 3 x 20 x 20 = 10,800 column elements per sample: 24 per chunk, 50 in 3 chunks.
+  for (const bool bias : {true, false}) {
+    INFO("bias " << bias);
+    const nn::conv2d_options plain{.padding = 1, .bias = bias, .seed = 3};
+    nn::conv2d_options fused_options = plain;
+    fused_options.activation = nn::activation::relu;
+    nn::conv2d<float, B> fused(3, 4, 3, fused_options), conv(3, 4, 3, plain);
+    nn::relu<float, B> relu;
+    REQUIRE(fused.replica().activation() == nn::activation::relu);
+    REQUIRE(fused.name().find("relu") != std::string::npos);
+    const auto hb = test::random_tensor<float>({4}, 4);
+    if (bias) fused.bias() = conv.bias() = test::on<B>(hb);
+    const auto hx = test::random_tensor<float>({50, 3, 20, 20}, 5);
+    const tensor<float> y = test::host(fused.forward(test::on<B>(hx)));
+    const tensor<float> y_separate = test::host(relu.forward(conv.forward(test::on<B>(hx))));
+    REQUIRE(std::memcmp(y.data(), y_separate.data(), sizeof(float) * std::size_t(y.size())) == 0);
+    // Against a naive convolution: positive parts only, and some of each.
+    const tensor<double> want =
+        naive_conv(tensor<double>(meld::cast<double>(hx)),
+                   tensor<double>(meld::cast<double>(test::host(conv.weight()))),
+                   bias ? tensor<double>(meld::cast<double>(hb)) : tensor<double>({0}), 1, 1);
+    index_t zeros = 0;
+    for (index_t i = 0; i < want.size(); ++i) {
+      const double w = std::max(want.data()[i], 0.0);
+      REQUIRE(double(y.data()[i]) == Approx(w).margin(1e-4));
+      zeros += y.data()[i] == 0.f;
+    }
+    REQUIRE(zeros > want.size() / 4);
+    REQUIRE(zeros < 3 * want.size() / 4);
+    // Backward: the gradient passes where the output is positive, into every parameter.
+    const auto hg = test::random_tensor<float>({50, 4, 20, 20}, 6);
+    fused.zero_grad();
+    conv.zero_grad();
+    const tensor<float> dx = test::host(fused.backward(test::on<B>(hg)));
+    const tensor<float> dx_separate = test::host(conv.backward(relu.backward(test::on<B>(hg))));
+    REQUIRE(std::memcmp(dx.data(), dx_separate.data(), sizeof(float) * std::size_t(dx.size())) ==
+            0);
+    const tensor<float> dw = test::host(fused.weight_grad()),
+                        dw_separate = test::host(conv.weight_grad());
+    REQUIRE(std::memcmp(dw.data(), dw_separate.data(), sizeof(float) * std::size_t(dw.size())) ==
+            0);
+    if (bias) require_close(test::host(fused.bias_grad()), test::host(conv.bias_grad()), 0);
+  }
 }
 
 HOST_TEST_CASE("conv2d options survive g++ 12.2's AVX-512 {a, a, 0, 0} miscompile", "[nn]") {

@@ -14,7 +14,9 @@ TEST_CASE("conv2d: gradients match finite differences (stride, padding, rectangl
   };
   for (const config& c : {config{3, {}, 5, 5}, config{3, {.padding = 1, .stride = 2}, 5, 6},
                           config{{2, 3}, {.padding = {0, 1}, .stride = {1, 2}}, 4, 5},
-                          config{1, {.bias = false}, 3, 3}}) {
+                          config{1, {.bias = false}, 3, 3},
+                          config{3, {.padding = 1, .activation = nn::activation::relu}, 5, 5},
+                          config{2, {.bias = false, .activation = nn::activation::relu}, 4, 4}}) {
     INFO("kernel " << c.kernel.h << "x" << c.kernel.w << " stride " << c.options.stride.h << "x"
                    << c.options.stride.w << " padding " << c.options.padding.h << "x"
                    << c.options.padding.w);

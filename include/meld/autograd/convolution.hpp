@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <stdexcept>
 #include <utility>
 
 #include "../nn/conv2d.hpp"
@@ -67,6 +68,9 @@ std::shared_ptr<nn::conv2d_kernel<T, B>> conv2d_kernel_for(const variable<T, B>&
   if (w.rank() != 4)
     meld::detail::raise<shape_error>("autograd::conv2d: a weight of shape ", w.shape(),
                                      " (expected {out, in, kh, kw})");
+  if (options.activation != nn::activation::none)
+    throw std::invalid_argument(
+        "autograd::conv2d: options.activation is nn::conv2d's; apply relu to its result instead");
   return std::make_shared<nn::conv2d_kernel<T, B>>(
       "autograd::conv2d", size2{w.shape()[2], w.shape()[3]}, options.stride, options.padding);
 }

@@ -106,6 +106,10 @@ class conv2d {
             kernel, options.stride, options.padding)) {
     if (in_channels <= 0 || out_channels <= 0)
       throw std::invalid_argument(kernel_->name() + ": channel counts must be positive");
+    if (options.activation != nn::activation::none)
+      throw std::invalid_argument(kernel_->name() +
+                                  ": options.activation is nn::conv2d's; apply relu to its "
+                                  "result instead");
     tensor<T, B> w({out_channels, in_channels, kernel.h, kernel.w}, uninitialized);
     rng gen(options.seed);
     nn::kaiming_uniform{1 / std::sqrt(3.0)}(w, gen);

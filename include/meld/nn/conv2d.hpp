@@ -13,12 +13,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "../expr/matmul.hpp"
+#include "../expr/operators.hpp"
 #include "../expr/reduce.hpp"
 #include "detail/image_input.hpp"
+#include "fused_activation.hpp"
 #include "init.hpp"
 #include "precision.hpp"
 #include "weighted_layer.hpp"
@@ -44,6 +47,9 @@ struct conv2d_options {
   /// What the products read: float, or the operands rounded to bfloat16 with float accumulation
   /// (nn::precision).
   nn::precision precision = nn::precision::float32;
+  /// An activation applied to the output as it is written (nn::activation), in place of an
+  /// activation layer after this one: one pass over the output less in forward and in backward.
+  nn::activation activation = nn::activation::none;
 };
 
 /// The computation of a 2-d convolution, shared by nn::conv2d and autograd::conv2d (one home for
@@ -62,25 +68,33 @@ class conv2d_kernel {
   /// Kernel, stride and padding, with `name` the layer's in messages. Throws std::invalid_argument
   /// for a kernel or stride below 1 or a negative padding.
   conv2d_kernel(std::string name, size2 kernel, size2 stride, size2 padding,
-                nn::precision precision = nn::precision::float32)
-      : name_(std::move(name)), geometry_{kernel, stride, padding}, precision_(precision) {
+                nn::precision precision = nn::precision::float32,
+                nn::activation activation = nn::activation::none)
+      : name_(std::move(name)),
+        geometry_{kernel, stride, padding},
+        precision_(precision),
+        activation_(activation) {
     geometry_.validate(name_);
   }
-  /// The geometry, precision and name; no scratch.
+  /// The geometry, precision, activation and name; no scratch.
   conv2d_kernel(const conv2d_kernel& other)
-      : name_(other.name_), geometry_(other.geometry_), precision_(other.precision_) {}
-  /// The geometry, precision and name; no scratch.
+      : name_(other.name_),
+        geometry_(other.geometry_),
+        precision_(other.precision_),
+        activation_(other.activation_) {}
+  /// The geometry, precision, activation and name; no scratch.
   conv2d_kernel& operator=(const conv2d_kernel& other) {
     name_ = other.name_;
     geometry_ = other.geometry_;
     precision_ = other.precision_;
+    activation_ = other.activation_;
     return *this;
   }
   conv2d_kernel(conv2d_kernel&&) noexcept = default;             ///< moves
   conv2d_kernel& operator=(conv2d_kernel&&) noexcept = default;  ///< moves
 
-  /// x {batch, in, h, w} -> {batch, out, oh, ow}, adding bias {out} unless it is null. Throws
-  /// shape_error for shapes that do not fit.
+  /// x {batch, in, h, w} -> {batch, out, oh, ow}, adding bias {out} unless it is null, then
+  /// applying the activation. Throws shape_error for shapes that do not fit.
   tensor_type forward(const input_type& x, const input_type& w, const input_type* bias) {
     check_weight(w, bias);
     detail::expect_image_batch(name_, x.shape(), w.shape()[1]);
@@ -93,11 +107,16 @@ class conv2d_kernel {
       const index_t m = std::min(chunk, n - n0);
       window_ops<B>::im2col(x.slice(range(n0, n0 + m)), m, p, geometry_, columns(k, m * l));
       multiply(w2, col_);  // product_ = W col: {out, m oh ow}
-      // To {m, out, oh, ow}, adding the bias on the way.
+      // To {m, out, oh, ow}, adding the bias and applying the activation on the way.
       auto product = product_.reshape({out, m, l}).permute({1, 0, 2});
       auto y_chunk = y.slice(range(n0, n0 + m)).reshape({m, out, l});
-      if (bias)
+      const bool relu = activation_ == nn::activation::relu;
+      if (bias && relu)
+        y_chunk = meld::relu(product + bias->reshape({1, out, 1}));
+      else if (bias)
         y_chunk = product + bias->reshape({1, out, 1});
+      else if (relu)
+        y_chunk = meld::relu(product);
       else
         y_chunk = product;
     }
@@ -105,19 +124,31 @@ class conv2d_kernel {
   }
 
   /// Given forward's x and w and the output gradient g, adds the input's gradient into dx (of x's
-  /// shape), the weight's into dw and the bias's into db, skipping the null ones. Throws
-  /// shape_error for a gradient of another shape than forward's output.
+  /// shape), the weight's into dw and the bias's into db, skipping the null ones; with an
+  /// activation, y is forward's output, where its derivative is taken. Throws shape_error for a
+  /// gradient of another shape than forward's output, std::logic_error for an activation without y.
   void backward(const input_type& x, const input_type& w, const tensor_type& g, tensor_type* dx,
-                tensor_type* dw, tensor_type* db) {
+                tensor_type* dw, tensor_type* db, const input_type* y = nullptr) {
     const detail::planes p = planes_of(x.shape());
     const index_t n = x.shape()[0], out = w.shape()[0], k = w.size() / out;
     const index_t l = p.out_h * p.out_w, chunk = chunk_size(n, k * l);
     detail::expect_shape(name_, "the output gradient", g.shape(), {n, out, p.out_h, p.out_w});
+    const bool relu = activation_ == nn::activation::relu;
+    if (relu && !y)
+      throw std::logic_error(name_ + ": backward through its activation without forward's output");
+    if (relu) detail::expect_shape(name_, "the saved output", y->shape(), g.shape());
     const auto w2 = w.reshape({out, k});
     for (index_t n0 = 0; n0 < n; n0 += chunk) {
       const index_t m = std::min(chunk, n - n0);
-      // The output gradient as {out, m oh ow}, the layout of the forward product.
-      grad_chunk_ = g.slice(range(n0, n0 + m)).reshape({m, out, l}).permute({1, 0, 2});
+      // The output gradient as {out, m oh ow}, the layout of the forward product (through the
+      // activation: where the output is positive).
+      auto g_chunk = g.slice(range(n0, n0 + m)).reshape({m, out, l}).permute({1, 0, 2});
+      if (relu)
+        grad_chunk_ =
+            where(y->slice(range(n0, n0 + m)).reshape({m, out, l}).permute({1, 0, 2}) > T(0),
+                  g_chunk, T(0));
+      else
+        grad_chunk_ = g_chunk;
       const auto g2 = grad_chunk_.reshape({out, m * l});
       if (dw) {  // dW += g col^T, the columns rebuilt rather than kept since forward
         window_ops<B>::im2col(x.slice(range(n0, n0 + m)), m, p, geometry_, columns(k, m * l));
@@ -146,6 +177,8 @@ class conv2d_kernel {
   const std::string& name() const { return name_; }
   /// What the products read.
   nn::precision precision() const { return precision_; }
+  /// What is applied to the output.
+  nn::activation activation() const { return activation_; }
 
  private:
   // product_ = a b, of the operands rounded to bfloat16 (float accumulation) in that precision.
@@ -186,6 +219,7 @@ class conv2d_kernel {
   std::string name_;
   detail::window2d geometry_;
   nn::precision precision_;
+  nn::activation activation_;
   // Scratch reused between calls (never part of a copy, a replica or a checkpoint).
   tensor_type col_, product_, grad_chunk_;
 };
@@ -207,11 +241,13 @@ class conv2d : public weighted_layer<T, B> {
   conv2d(index_t in_channels, index_t out_channels, size2 kernel, conv2d_options options = {})
       : base(detail::cat("conv2d(", in_channels, " -> ", out_channels, ", kernel ", kernel.h, "x",
                          kernel.w, ", stride ", options.stride.h, "x", options.stride.w,
-                         ", padding ", options.padding.h, "x", options.padding.w, ")"),
+                         ", padding ", options.padding.h, "x", options.padding.w,
+                         options.activation == nn::activation::relu ? ", relu" : "", ")"),
              options.bias),
         in_(in_channels),
         out_(out_channels),
-        kernel_(this->name_, kernel, options.stride, options.padding, options.precision) {
+        kernel_(this->name_, kernel, options.stride, options.padding, options.precision,
+                options.activation) {
     if (in_channels <= 0 || out_channels <= 0)
       throw std::invalid_argument(detail::cat(this->name_, ": channel counts must be positive"));
     this->init_parameters({out_, in_, kernel.h, kernel.w}, out_);
@@ -225,6 +261,7 @@ class conv2d : public weighted_layer<T, B> {
     tensor_type y = kernel_.forward(x.view(), std::as_const(this->weight_).view(),
                                     this->has_bias_ ? &b : nullptr);
     input_.save(x);
+    if (kernel_.activation() != nn::activation::none) output_.save(y);
     return y;
   }
 
@@ -237,9 +274,11 @@ class conv2d : public weighted_layer<T, B> {
     const auto& x = input_.get(this->name_);
     tensor_type dx;
     if (input_gradient) dx = tensor_type(x.shape());
+    const bool activated = kernel_.activation() != nn::activation::none;
     kernel_.backward(x, std::as_const(this->weight_).view(), grad_output,
                      input_gradient ? &dx : nullptr, &this->weight_grad_,
-                     this->has_bias_ ? &this->bias_grad_ : nullptr);
+                     this->has_bias_ ? &this->bias_grad_ : nullptr,
+                     activated ? &output_.get(this->name_) : nullptr);
     return dx;
   }
 
@@ -249,7 +288,8 @@ class conv2d : public weighted_layer<T, B> {
              {.padding = kernel_.padding(),
               .stride = kernel_.stride(),
               .bias = this->has_bias_,
-              .precision = kernel_.precision()});
+              .precision = kernel_.precision(),
+              .activation = kernel_.activation()});
     this->copy_parameters_to(r);
     return r;
   }
@@ -266,11 +306,14 @@ class conv2d : public weighted_layer<T, B> {
   size2 padding() const { return kernel_.padding(); }
   /// What the products read.
   nn::precision precision() const { return kernel_.precision(); }
+  /// What is applied to the output.
+  nn::activation activation() const { return kernel_.activation(); }
 
  private:
   index_t in_, out_;
   conv2d_kernel<T, B> kernel_;
   detail::saved_tensor<T, B> input_;
+  detail::saved_tensor<T, B> output_;  // with an activation: where its derivative is taken
 };
 
 /// @}
