@@ -44,10 +44,10 @@ struct bf16_operand_read {
 // Whether c = a b (m x n, after gemm_bf16's orientation) should be dot products of the operands,
 // rounded as they are read (gemm_dot): a c that fills less than half of the kernel's MR x NR tiles
 // (which the packed B would be mostly zeros for) over a long k, as the weight gradient of a
-// convolution with few input channels: 1 -> 20, 3 x 3, dW {20 x 9} = g {20 x 29,068} col^T, 193 us
-// against 443 in AMX tiles; 6 x 25 x 10,192 ... (one core of the Xeon AMX VM, `bench_matmul
-// --benchmark_filter=meld_bf16_step`). A short k leaves the dot products' sums of lanes to
-// dominate.
+// convolution with few input channels: 1 -> 20, 3 x 3, dW {20 x 9} = g {20 x 29,068} col^T, 188 -
+// 193 us against 443 in AMX tiles; 6 x 25 x 10,192, 73 us against 241 - 250 (one core of the Xeon
+// AMX VM, `bench_matmul --benchmark_filter=meld_bf16_step`). With a short k the sums of the
+// vectors' lanes dominate: 256 x 10 x 128, 25.6 us against 5.3 in tiles.
 template <class Kernel, class SA, class SB>
 bool bf16_dot_products_fit(matrix_ref<const SA> a, matrix_ref<const SB> b, index_t n, index_t k) {
   const index_t m = a.rows;

@@ -1,6 +1,6 @@
 // Dot products for a product whose C is narrow and whose k is long (a weight gradient with few
 // columns): each element of C is a dot product of a row of A and a column of B, read where they
-// are, with no packing (gemm.hpp chooses it).
+// are, with no packing (gemm.hpp and gemm_bf16.hpp choose it).
 #pragma once
 
 #include "../../core/config.hpp"
@@ -14,6 +14,7 @@ MELD_GCC12_WARNINGS_OFF
 
 namespace meld::detail::cpu_eval {
 
+// The tile of gemm_dot: R rows of a times C columns of b, R C vector accumulators (plus R + 1
 // vectors of operands) within the register file.
 template <class T, class Arch = detail::simd_arch>
 struct gemm_dot_tile {
@@ -37,8 +38,8 @@ bool gemm_dot_fits(matrix_ref<const SA> a, matrix_ref<const SB> b, index_t n, in
   return a.cs == 1 && b.rs == 1 && narrow && k >= 4 * static_cast<index_t>(V::size);
 }
 
-// How gemm_dot reads its operands: as they are stored (gemm_bf16_dot.hpp has one that rounds
-// them to bfloat16).
+// How gemm_dot reads its operands: as they are stored (gemm_bf16.hpp has one that rounds them to
+// bfloat16).
 template <class T>
 struct read_as_stored {
   static xsimd::batch<T, simd_arch> load(const T* p) {
