@@ -182,25 +182,27 @@ void step_benchmark(benchmark::State& state, Run run) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * p.m * p.n * p.k / 1e9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
+// c = a b as the layers call gemm: transposed views of the operands stored transposed, each
+// passed through `read` (as it is, or cast to bfloat16).
+template <class Read>
+void step_gemm(const step_product& p, const meld::tensor<float>& a, const meld::tensor<float>& b,
+               meld::tensor<float>& c, Read read) {
+  if (p.at && p.bt) meld::gemm(1.f, read(a.transpose()), read(b.transpose()), 0.f, c);
+  if (p.at && !p.bt) meld::gemm(1.f, read(a.transpose()), read(b.view()), 0.f, c);
+  if (!p.at && p.bt) meld::gemm(1.f, read(a.view()), read(b.transpose()), 0.f, c);
+  if (!p.at && !p.bt) meld::gemm(1.f, read(a.view()), read(b.view()), 0.f, c);
+}
 void bm_meld_step(benchmark::State& state) {
   meld::set_num_threads(1);
   openblas_set_num_threads(1);  // used by meld_blas
   step_benchmark(state, [](const step_product& p, const auto& a, const auto& b, auto& c) {
-    if (p.at && p.bt) meld::gemm(1.f, a.transpose(), b.transpose(), 0.f, c);
-    if (p.at && !p.bt) meld::gemm(1.f, a.transpose(), b, 0.f, c);
-    if (!p.at && p.bt) meld::gemm(1.f, a, b.transpose(), 0.f, c);
-    if (!p.at && !p.bt) meld::gemm(1.f, a, b, 0.f, c);
+    step_gemm(p, a, b, c, [](const auto& x) { return x; });
   });
 }
 void bm_meld_bf16_step(benchmark::State& state) {
   meld::set_num_threads(1);
   step_benchmark(state, [](const step_product& p, const auto& a, const auto& b, auto& c) {
-    using meld::bfloat16, meld::cast;
-    if (p.at && p.bt)
-      meld::gemm(1.f, cast<bfloat16>(a.transpose()), cast<bfloat16>(b.transpose()), 0.f, c);
-    if (p.at && !p.bt) meld::gemm(1.f, cast<bfloat16>(a.transpose()), cast<bfloat16>(b), 0.f, c);
-    if (!p.at && p.bt) meld::gemm(1.f, cast<bfloat16>(a), cast<bfloat16>(b.transpose()), 0.f, c);
-    if (!p.at && !p.bt) meld::gemm(1.f, cast<bfloat16>(a), cast<bfloat16>(b), 0.f, c);
+    step_gemm(p, a, b, c, [](const auto& x) { return meld::cast<meld::bfloat16>(x); });
   });
 }
 void bm_openblas_step(benchmark::State& state) {

@@ -3,6 +3,8 @@
 // are, with no packing (gemm.hpp and gemm_bf16.hpp choose it).
 #pragma once
 
+#include <algorithm>
+
 #include "../../core/config.hpp"
 #include "../../core/gcc12_warnings.hpp"
 #include "../../runtime/thread_pool.hpp"
