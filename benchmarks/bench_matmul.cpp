@@ -15,6 +15,7 @@
 //   meld_im2col, meld_col2im: the copies around a convolution's products, one thread, for one
 //              column chunk of the training example's LeNet convolutions (GB/s of the column
 //              matrix written or read)
+//   meld_im2col_bf16: im2col writing bfloat16 columns (rounded), as a bfloat16 convolution does
 //
 // Run with interleaving and repetitions, and compare medians (the machines are shared and noisy):
 //   bench_matmul --benchmark_enable_random_interleaving=true --benchmark_repetitions=5
@@ -228,7 +229,7 @@ constexpr window_chunk window_chunks[] = {
     {"lenet conv 1->20 3x3 (43 images of 28x28)", 43, 1, 28, 3},
     {"lenet conv 20->50 5x5 (6 images of 13x13)", 6, 20, 13, 5},
 };
-template <class Run>
+template <class Column = float, class Run>
 void window_benchmark(benchmark::State& state, Run run) {
   meld::set_num_threads(1);
   const window_chunk& w = window_chunks[state.range(0)];
@@ -236,7 +237,7 @@ void window_benchmark(benchmark::State& state, Run run) {
   const meld::detail::planes planes{w.channels, w.size, w.size, out, out};
   const meld::detail::window2d window{w.kernel, 1, 0};
   auto x = meld::uniform<float>({w.images, w.channels, w.size, w.size}, -1.f, 1.f, 1);
-  meld::tensor<float> col({w.channels * w.kernel * w.kernel, w.images * out * out});
+  meld::tensor<Column> col({w.channels * w.kernel * w.kernel, w.images * out * out});
   run(w.images, planes, window, x, col);
   settle();
   for (auto _ : state) {
@@ -246,13 +247,20 @@ void window_benchmark(benchmark::State& state, Run run) {
     benchmark::ClobberMemory();
   }
   state.SetLabel(w.name);
-  state.counters["GB/s"] = benchmark::Counter(double(col.size()) * sizeof(float) / 1e9,
+  state.counters["GB/s"] = benchmark::Counter(double(col.size()) * sizeof(Column) / 1e9,
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 void bm_im2col(benchmark::State& state) {
   window_benchmark(state, [](meld::index_t n, const auto& p, const auto& g, auto& x, auto& col) {
     meld::window_ops<meld::cpu<>>::im2col(std::as_const(x).view(), n, p, g, col.view());
   });
+}
+// The columns of a bfloat16 product: rounded as they are written.
+void bm_im2col_bf16(benchmark::State& state) {
+  window_benchmark<meld::bfloat16>(
+      state, [](meld::index_t n, const auto& p, const auto& g, auto& x, auto& col) {
+        meld::window_ops<meld::cpu<>>::im2col(std::as_const(x).view(), n, p, g, col.view());
+      });
 }
 void bm_col2im(benchmark::State& state) {
   window_benchmark(state, [](meld::index_t n, const auto& p, const auto& g, auto& x, auto& col) {
@@ -291,6 +299,7 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("meld_bf16_step", bm_meld_bf16_step)->Apply(step_shapes);
   benchmark::RegisterBenchmark("openblas_step", bm_openblas_step)->Apply(step_shapes);
   benchmark::RegisterBenchmark("meld_im2col", bm_im2col)->Apply(window_shapes);
+  benchmark::RegisterBenchmark("meld_im2col_bf16", bm_im2col_bf16)->Apply(window_shapes);
   benchmark::RegisterBenchmark("meld_col2im", bm_col2im)->Apply(window_shapes);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

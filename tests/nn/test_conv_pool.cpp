@@ -103,9 +103,10 @@ BACKEND_TEST_CASE("conv2d in float over a batch spanning several column chunks",
 
 BACKEND_TEST_CASE("conv2d in float: window rows shorter than, as long as and longer than a vector",
                   "[nn]") {
-  // Output rows of 1, 9 (LeNet's), 15, 16, 17 and 26 floats, whole and in part inside the image
-  // (padding): im2col copies rows of 4-byte elements as whole vectors and a masked rest.
-  for (const index_t out_w : {1, 9, 15, 16, 17, 26})
+  // Output rows of 1, 7, 8, 9 (LeNet's), 15, 16, 17 and 26 floats, whole and in part inside the
+  // image (padding): im2col copies rows of 4-byte elements as whole vectors and a masked rest, rows
+  // of 8 to 15 one after another as whole vectors whose tails the next row overwrites.
+  for (const index_t out_w : {1, 7, 8, 9, 15, 16, 17, 26})
     for (const index_t pad : {0, 2}) {
       INFO("output width " << out_w << ", padding " << pad);
       nn::conv2d<float, B> conv(3, 4, 5, {.padding = pad, .seed = 7});
@@ -119,6 +120,44 @@ BACKEND_TEST_CASE("conv2d in float: window rows shorter than, as long as and lon
                      tensor<double>(meld::cast<double>(hb)), 1, pad);
       require_close(test::host(y), want, 1e-4);
     }
+}
+
+BACKEND_TEST_CASE("im2col gathers the windows, rounded to bfloat16 for bfloat16 columns", "[nn]") {
+  // Against a naive gather; the bfloat16 columns bit for bit the float columns rounded. Output
+  // rows of 1 to 26 elements, stride 1 and 2, with and without padding: each of im2col's row
+  // copies (whole vectors, masked rests, rows overwriting the tails of the rows before them).
+  for (const index_t out_w : {1, 7, 8, 9, 15, 16, 17, 26})
+    for (const index_t stride : {1, 2})
+      for (const index_t pad : {0, 2}) {
+        INFO("output width " << out_w << ", stride " << stride << ", padding " << pad);
+        const index_t batch = 3, channels = 2, k = 3, h = 5;
+        const index_t w = (out_w - 1) * stride + k - 2 * pad;
+        if (w < 1) continue;
+        const meld::detail::window2d g{k, stride, pad};
+        const meld::detail::planes p{channels, h, w, g.out_h("im2col", h), out_w};
+        REQUIRE(g.out_w("im2col", w) == out_w);
+        const auto hx = test::random_tensor<float>({batch, channels, h, w}, 11);
+        const index_t rows = channels * k * k, cols = batch * p.out_h * out_w;
+        tensor<float, B> col({rows, cols});
+        tensor<meld::bfloat16, B> col16({rows, cols});
+        const tensor<float, B> x = test::on<B>(hx);
+        meld::window_ops<B>::im2col(x.view(), batch, p, g, col.view());
+        meld::window_ops<B>::im2col(x.view(), batch, p, g, col16.view());
+        const tensor<float> got = test::host(col);
+        const tensor<meld::bfloat16> got16 = test::host(col16);
+        index_t wrong = 0, wrong16 = 0;
+        for (index_t r = 0; r < rows; ++r)
+          for (index_t j = 0; j < cols; ++j) {
+            const index_t c = r / (k * k), kh = r % (k * k) / k, kw = r % k;
+            const index_t n = j / (p.out_h * out_w), oh = j / out_w % p.out_h, ow = j % out_w;
+            const index_t ih = oh * stride + kh - pad, iw = ow * stride + kw - pad;
+            const float want = ih >= 0 && ih < h && iw >= 0 && iw < w ? hx(n, c, ih, iw) : 0.f;
+            wrong += got(r, j) != want;
+            wrong16 += got16(r, j).bits != meld::bfloat16(want).bits;
+          }
+        CHECK(wrong == 0);
+        CHECK(wrong16 == 0);
+      }
 }
 
 BACKEND_TEST_CASE("conv2d in bfloat16 precision: products of the rounded operands",

@@ -2,6 +2,7 @@
 // convolution (im2col, col2im) and pooling are built from, as backend operations:
 //
 //   window_ops<B>::im2col(x, batch, p, g, col)          col {channels kh kw, batch oh ow} from x
+//                                                       (of x's type, or bfloat16: rounded)
 //   window_ops<B>::col2im_add(col, batch, p, g, dx)     adds the columns back into dx
 //   window_ops<B>::max_pool(x, count, p, g, y, argmax)  the maximum of each window and where
 //   window_ops<B>::max_unpool_add(grad, argmax, count, p, g, dx)

@@ -105,8 +105,11 @@ class conv2d_kernel {
     const auto w2 = w.reshape({out, k});
     for (index_t n0 = 0; n0 < n; n0 += chunk) {
       const index_t m = std::min(chunk, n - n0);
-      window_ops<B>::im2col(x.slice(range(n0, n0 + m)), m, p, geometry_, columns(k, m * l));
-      multiply(w2, col_);  // product_ = W col: {out, m oh ow}
+      fill_columns(x.slice(range(n0, n0 + m)), m, p, k);
+      if (bf16())
+        multiply(w2, col_bf16_);  // product_ = W col: {out, m oh ow}
+      else
+        multiply(w2, col_);
       // To {m, out, oh, ow}, adding the bias and applying the activation on the way.
       auto product = product_.reshape({out, m, l}).permute({1, 0, 2});
       auto y_chunk = y.slice(range(n0, n0 + m)).reshape({m, out, l});
@@ -151,10 +154,9 @@ class conv2d_kernel {
         grad_chunk_ = g_chunk;
       const auto g2 = grad_chunk_.reshape({out, m * l});
       if (dw) {  // dW += g col^T, the columns rebuilt rather than kept since forward
-        window_ops<B>::im2col(x.slice(range(n0, n0 + m)), m, p, geometry_, columns(k, m * l));
-        if (precision_ == nn::precision::bfloat16)
-          gemm(T(1), meld::cast<bfloat16>(g2), meld::cast<bfloat16>(col_.transpose()), T(1),
-               dw->reshape({out, k}));
+        fill_columns(x.slice(range(n0, n0 + m)), m, p, k);
+        if (bf16())
+          gemm(T(1), meld::cast<bfloat16>(g2), col_bf16_.transpose(), T(1), dw->reshape({out, k}));
         else
           gemm(T(1), g2, col_.transpose(), T(1), dw->reshape({out, k}));
       }
@@ -181,15 +183,37 @@ class conv2d_kernel {
   nn::activation activation() const { return activation_; }
 
  private:
-  // product_ = a b, of the operands rounded to bfloat16 (float accumulation) in that precision.
+  bool bf16() const { return precision_ == nn::precision::bfloat16; }
+
+  // product_ = a b, of the operands rounded to bfloat16 (float accumulation) in that precision;
+  // b of bfloat16 (the columns in that precision) is multiplied as it is.
   template <class A, class M>
   void multiply(const A& a, const M& b) {
-    if (precision_ == nn::precision::bfloat16) {
-      const shape_t shape{a.shape()[0], b.shape()[1]};
-      if (!(product_.shape() == shape)) product_ = tensor_type(shape, uninitialized);
-      gemm(T(1), meld::cast<bfloat16>(a), meld::cast<bfloat16>(b), T(0), product_);
-    } else {
+    if constexpr (std::is_same_v<value_t<M>, bfloat16>)
+      multiply_rounded(a, b);
+    else if (bf16())
+      multiply_rounded(a, meld::cast<bfloat16>(b));
+    else
       product_ = matmul(a, b);
+  }
+  template <class A, class M>
+  void multiply_rounded(const A& a, const M& b) {
+    const shape_t shape{a.shape()[0], b.shape()[1]};
+    if (!(product_.shape() == shape)) product_ = tensor_type(shape, uninitialized);
+    gemm(T(1), meld::cast<bfloat16>(a), b, T(0), product_);
+  }
+
+  // The columns of x's m samples {k, m oh ow} into the scratch the products read: in bfloat16
+  // precision rounded as im2col writes them (the same rounding the product would apply, with half
+  // the bytes written and read again).
+  void fill_columns(const input_type& x, index_t m, const detail::planes& p, index_t k) {
+    const shape_t shape{k, m * p.out_h * p.out_w};
+    if (bf16()) {
+      if (!(col_bf16_.shape() == shape)) col_bf16_ = tensor<bfloat16, B>(shape, uninitialized);
+      window_ops<B>::im2col(x, m, p, geometry_, col_bf16_.view());
+    } else {
+      if (!(col_.shape() == shape)) col_ = tensor_type(shape, uninitialized);
+      window_ops<B>::im2col(x, m, p, geometry_, col_.view());
     }
   }
 
@@ -206,11 +230,6 @@ class conv2d_kernel {
   detail::planes planes_of(const shape_t& s) const {
     return {s[1], s[2], s[3], geometry_.out_h(name_, s[2]), geometry_.out_w(name_, s[3])};
   }
-  // The column scratch as a {rows, cols} matrix (reallocated only when the shape changes).
-  tensor_view<T, B> columns(index_t rows, index_t cols) {
-    if (!(col_.shape() == shape_t{rows, cols})) col_ = tensor_type({rows, cols}, uninitialized);
-    return col_.view();
-  }
   static index_t chunk_size(index_t batch, index_t per_sample) {
     return std::clamp<index_t>(column_budget / std::max<index_t>(per_sample, 1), 1,
                                std::max<index_t>(batch, 1));
@@ -222,6 +241,7 @@ class conv2d_kernel {
   nn::activation activation_;
   // Scratch reused between calls (never part of a copy, a replica or a checkpoint).
   tensor_type col_, product_, grad_chunk_;
+  tensor<bfloat16, B> col_bf16_;  // the columns in bfloat16 precision
 };
 
 /// A 2-D convolution (cross-correlation, as in PyTorch) of {batch, in_channels, h, w} inputs with

@@ -36,10 +36,10 @@ inline geometry make(const planes& p, const window2d& g) {
        i += index_t(gridDim.x) * blockDim.x)
 
 // col {channels kh kw, batch oh ow}: element (r, j) is input (n, c, oh sh + kh - ph, ow sw + kw -
-// pw).
-template <class T>
+// pw), converted to C.
+template <class T, class C>
 __global__ void im2col_kernel(const T* __restrict__ x, index_t batch, geometry g,
-                              T* __restrict__ col) {
+                              C* __restrict__ col) {
   const index_t l = g.out_h * g.out_w, cols = batch * l, kk = g.kh * g.kw;
   MELD_GRID_LOOP(i, g.channels * kk * cols) {
     const index_t r = i / cols, j = i % cols;
@@ -47,8 +47,8 @@ __global__ void im2col_kernel(const T* __restrict__ x, index_t batch, geometry g
     const index_t n = j / l, o = j % l, oh = o / g.out_w, ow = o % g.out_w;
     const index_t ih = oh * g.sh + kh - g.ph, iw = ow * g.sw + kw - g.pw;
     col[i] = (ih >= 0 && ih < g.h && iw >= 0 && iw < g.w)
-                 ? x[((n * g.channels + c) * g.h + ih) * g.w + iw]
-                 : T(0);
+                 ? C(x[((n * g.channels + c) * g.h + ih) * g.w + iw])
+                 : C(0);
   }
 }
 
@@ -206,12 +206,12 @@ struct window_ops<cuda<Policy>> {
   template <class T>
   using out = tensor_view<T, cuda<Policy>>;
 
-  template <class T>
-  static void im2col(in<T> x, index_t batch, detail::planes p, detail::window2d g, out<T> col) {
+  template <class T, class C>
+  static void im2col(in<T> x, index_t batch, detail::planes p, detail::window2d g, out<C> col) {
     using namespace detail::cuda_window;
     detail::check_devices("im2col", x, col);
     run<Policy>(col, {access_of(x)}, [&](cudaStream_t s, int device) {
-      launch("meld::cuda im2col kernel", im2col_kernel<T>, col.size(), device, s, x.raw_data(),
+      launch("meld::cuda im2col kernel", im2col_kernel<T, C>, col.size(), device, s, x.raw_data(),
              batch, make(p, g), col.raw_data());
     });
   }
