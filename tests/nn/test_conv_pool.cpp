@@ -160,6 +160,45 @@ BACKEND_TEST_CASE("im2col gathers the windows, rounded to bfloat16 for bfloat16 
       }
 }
 
+BACKEND_TEST_CASE("col2im adds the columns back into the input gradient", "[nn]") {
+  // Against a naive scatter adding in the same order (kernel row, then column): the same bits.
+  // Rows of 1 to 17 elements, stride 1 and 2, with and without padding, 3 x 3 and 2 x 5 kernels:
+  // rows of at most 16 floats with stride 1 are added a row at a time in registers.
+  for (const index_t w : {1, 5, 9, 13, 16, 17})
+    for (const index_t stride : {1, 2})
+      for (const index_t pad : {0, 2})
+        for (const nn::size2 k : {nn::size2(3), nn::size2(2, 5)}) {
+          INFO("input width " << w << ", stride " << stride << ", padding " << pad << ", kernel "
+                              << k.h << "x" << k.w);
+          const index_t batch = 2, channels = 3, h = 6;
+          if (w + 2 * pad < k.w) continue;
+          const meld::detail::window2d g{k, stride, pad};
+          const meld::detail::planes p{channels, h, w, g.out_h("col2im", h), g.out_w("col2im", w)};
+          const index_t rows = channels * k.h * k.w, l = p.out_h * p.out_w;
+          const auto hcol = test::random_tensor<float>({rows, batch * l}, 12);
+          const auto hdx = test::random_tensor<float>({batch, channels, h, w}, 13);
+          tensor<float, B> dx = test::on<B>(hdx);
+          const tensor<float, B> col = test::on<B>(hcol);
+          meld::window_ops<B>::col2im_add(col.view(), batch, p, g, dx.view());
+          tensor<float> want(hdx);
+          for (index_t n = 0; n < batch; ++n)
+            for (index_t c = 0; c < channels; ++c)
+              for (index_t kh = 0; kh < k.h; ++kh)
+                for (index_t kw = 0; kw < k.w; ++kw)
+                  for (index_t oh = 0; oh < p.out_h; ++oh)
+                    for (index_t ow = 0; ow < p.out_w; ++ow) {
+                      const index_t ih = oh * stride + kh - pad, iw = ow * stride + kw - pad;
+                      if (ih >= 0 && ih < h && iw >= 0 && iw < w)
+                        want(n, c, ih, iw) +=
+                            hcol((c * k.h + kh) * k.w + kw, n * l + oh * p.out_w + ow);
+                    }
+          const tensor<float> got = test::host(dx);
+          index_t wrong = 0;
+          for (index_t i = 0; i < got.size(); ++i) wrong += got.data()[i] != want.data()[i];
+          CHECK(wrong == 0);
+        }
+}
+
 BACKEND_TEST_CASE("conv2d in bfloat16 precision: products of the rounded operands",
                   "[nn][bfloat16]") {
   const auto rounded = nn_test::rounded_to_bfloat16;

@@ -208,11 +208,52 @@ void im2col(const T* x, index_t batch, const planes& p, const window2d& g, C* co
   });
 }
 
+#if defined(__AVX512F__)
+// col2im_add of one plane for stride 1 and rows of at most 16 floats, as LeNet's 20 -> 50
+// convolution's 13 x 13 input: each row of the plane is held in one register while every kernel
+// offset whose windows reach it adds its column row, shifted into place by a masked load (lanes
+// outside the image neither read nor written), then stored once. The loop of col2im_add below
+// loads, adds and stores every element once per kernel offset. The same additions in the same
+// order (kernel row, then kernel column, ascending): the same bits.
+inline void col2im_add_short_rows(const float* col, index_t cols, const planes& p,
+                                  const window2d& g, index_t n, index_t c, float* plane) {
+  const index_t l = p.out_h * p.out_w;
+  const auto row_mask = static_cast<__mmask16>((1u << p.w) - 1);
+  const std::uint32_t out_mask = (1u << p.out_w) - 1;
+  for (index_t ih = 0; ih < p.h; ++ih) {
+    __m512 acc = _mm512_maskz_loadu_ps(row_mask, plane + ih * p.w);
+    for (index_t kh = 0; kh < g.kernel.h; ++kh) {
+      const index_t oh = ih + g.padding.h - kh;
+      if (oh < 0 || oh >= p.out_h) continue;
+      const float* src = col + (c * g.kernel.h + kh) * g.kernel.w * cols + n * l + oh * p.out_w;
+      for (index_t kw = 0; kw < g.kernel.w; ++kw, src += cols) {
+        // Output column ow's window reads input column ow + shift at this kernel offset.
+        const index_t shift = kw - g.padding.w;
+        const auto m = static_cast<__mmask16>(
+            (shift >= 0 ? out_mask << shift : out_mask >> -shift) & row_mask);
+        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, src - shift));
+      }
+    }
+    _mm512_mask_storeu_ps(plane + ih * p.w, row_mask, acc);
+  }
+}
+#endif
+
 // col2im: adds col {channels kh kw, batch out_h out_w} back into dx (contiguous {batch, channels,
 // h, w}); windows that overlap add up. Each (sample, channel) plane is one task.
 template <class T>
 void col2im_add(const T* col, index_t batch, const planes& p, const window2d& g, T* dx) {
   const index_t kk = g.kernel.h * g.kernel.w, l = p.out_h * p.out_w, cols = batch * l;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.stride.h == 1 && g.stride.w == 1 && p.w <= 16 && p.out_w <= 16) {
+      parallel_items(batch * p.channels, batch * p.channels * kk * l, [&](index_t i) {
+        col2im_add_short_rows(col, cols, p, g, i / p.channels, i % p.channels, dx + i * p.h * p.w);
+      });
+      return;
+    }
+  }
+#endif
   parallel_items(batch * p.channels, batch * p.channels * kk * l, [&](index_t i) {
     const index_t n = i / p.channels, c = i % p.channels;
     T* __restrict plane = dx + i * p.h * p.w;
