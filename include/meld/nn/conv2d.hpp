@@ -103,11 +103,12 @@ class conv2d_kernel {
     const index_t l = p.out_h * p.out_w, chunk = chunk_size(n, k * l);
     tensor_type y({n, out, p.out_h, p.out_w}, uninitialized);
     const auto w2 = w.reshape({out, k});
+    if (bf16()) round_weight(w2);
     for (index_t n0 = 0; n0 < n; n0 += chunk) {
       const index_t m = std::min(chunk, n - n0);
       fill_columns(x.slice(range(n0, n0 + m)), m, p, k);
-      if (bf16())
-        multiply(w2, col_bf16_);  // product_ = W col: {out, m oh ow}
+      if (bf16())  // product_ = W col: {out, m oh ow}
+        multiply(w_bf16_.view(), col_bf16_.view());
       else
         multiply(w2, col_);
       // To {m, out, oh, ow}, adding the bias and applying the activation on the way.
@@ -141,6 +142,7 @@ class conv2d_kernel {
       throw std::logic_error(name_ + ": backward through its activation without forward's output");
     if (relu) detail::expect_shape(name_, "the saved output", y->shape(), g.shape());
     const auto w2 = w.reshape({out, k});
+    if (bf16() && dx) round_weight(w2);
     for (index_t n0 = 0; n0 < n; n0 += chunk) {
       const index_t m = std::min(chunk, n - n0);
       // The output gradient as {out, m oh ow}, the layout of the forward product (through the
@@ -162,7 +164,10 @@ class conv2d_kernel {
       }
       if (db) *db += meld::sum(g2, 1);
       if (dx) {
-        multiply(w2.transpose(), g2);  // dcol = W^T g: {in kh kw, m oh ow}
+        if (bf16())  // dcol = W^T g: {in kh kw, m oh ow}
+          multiply(w_bf16_.view().transpose(), g2);
+        else
+          multiply(w2.transpose(), g2);
         window_ops<B>::col2im_add(std::as_const(product_).view(), m, p, geometry_,
                                   dx->slice(range(n0, n0 + m)));
       }
@@ -185,22 +190,34 @@ class conv2d_kernel {
  private:
   bool bf16() const { return precision_ == nn::precision::bfloat16; }
 
-  // product_ = a b, of the operands rounded to bfloat16 (float accumulation) in that precision;
-  // b of bfloat16 (the columns in that precision) is multiplied as it is.
+  // product_ = a b: of T, or in bfloat16 precision of the operands rounded to bfloat16 (bfloat16
+  // views, the rounded weight and columns, as they are), accumulating in float.
   template <class A, class M>
   void multiply(const A& a, const M& b) {
-    if constexpr (std::is_same_v<value_t<M>, bfloat16>)
-      multiply_rounded(a, b);
-    else if (bf16())
-      multiply_rounded(a, meld::cast<bfloat16>(b));
-    else
-      product_ = matmul(a, b);
-  }
-  template <class A, class M>
-  void multiply_rounded(const A& a, const M& b) {
+    if constexpr (std::is_same_v<value_t<A>, T> && std::is_same_v<value_t<M>, T>) {
+      if (!bf16()) {
+        product_ = matmul(a, b);
+        return;
+      }
+    }
     const shape_t shape{a.shape()[0], b.shape()[1]};
     if (!(product_.shape() == shape)) product_ = tensor_type(shape, uninitialized);
-    gemm(T(1), meld::cast<bfloat16>(a), b, T(0), product_);
+    gemm(T(1), rounded(a), rounded(b), T(0), product_);
+  }
+  template <class X>
+  static auto rounded(const X& x) {
+    if constexpr (std::is_same_v<value_t<X>, bfloat16>)
+      return x;
+    else
+      return meld::cast<bfloat16>(x);
+  }
+
+  // The weight {out, k} rounded to bfloat16 once per call, where each column chunk's product
+  // would round it again as it packs it, an element at a time.
+  template <class W>
+  void round_weight(const W& w2) {
+    if (!(w_bf16_.shape() == w2.shape())) w_bf16_ = tensor<bfloat16, B>(w2.shape(), uninitialized);
+    w_bf16_ = meld::cast<bfloat16>(w2);
   }
 
   // The columns of x's m samples {k, m oh ow} into the scratch the products read: in bfloat16
@@ -241,7 +258,7 @@ class conv2d_kernel {
   nn::activation activation_;
   // Scratch reused between calls (never part of a copy, a replica or a checkpoint).
   tensor_type col_, product_, grad_chunk_;
-  tensor<bfloat16, B> col_bf16_;  // the columns in bfloat16 precision
+  tensor<bfloat16, B> col_bf16_, w_bf16_;  // the columns and the weight in bfloat16 precision
 };
 
 /// A 2-D convolution (cross-correlation, as in PyTorch) of {batch, in_channels, h, w} inputs with
