@@ -353,7 +353,7 @@ HOST_TEST_CASE("the blocked kernel crosses every block boundary and edge tile", 
       // one dimension, transposed in registers: float, and bfloat16 pairs), beside their edges.
       for (index_t m : {index_t(15), index_t(16), index_t(33), 2 * mr + 1})
         for (index_t n : {nr, 2 * nr + 3})
-          for (index_t k : {index_t(32), index_t(64), index_t(95), index_t(131)}) {
+          for (index_t k : {index_t(32), index_t(45), index_t(64), index_t(95), index_t(131)}) {
             const int threads = 1 + pick % 2;
             meld::set_num_threads(threads);
             check_blocked<T, S, tile, decltype(rounded)::value>(m, n, k, pick++, threads, 64);
