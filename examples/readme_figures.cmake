@@ -4,7 +4,7 @@
 # in the last digits (floating-point summation order with the instruction set and thread count),
 # hence the tolerance; the same machine, seed and thread count give the same bits. Run by CTest
 # (readme_figures):
-#   cmake -DREADME=<repo>/README.md -DEXAMPLE=<train_fashion_mnist> -DTOLERANCE=12 -P ...
+#   cmake -DREADME=<repo>/README.md -DEXAMPLE=<train_fashion_mnist> -DTOLERANCE=15 -P ...
 cmake_minimum_required(VERSION 3.20)
 file(READ ${README} readme)
 
