@@ -71,28 +71,13 @@ class row_span {
   // faster than with a masked store for each.
   MELD_INLINE void copy_rows(const T* __restrict from, index_t step, C* __restrict to,
                              index_t rows) const {
-#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-    if constexpr (rounds_to_bfloat16) {
+    if constexpr (stores_whole_rows) {
       if (n_ >= 8 && n_ < 16 && rows > 1) {
-        for (index_t i = 0; i + 1 < rows; ++i)
-          _mm256_storeu_si256(
-              reinterpret_cast<__m256i*>(to + i * n_),
-              (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(tail_, from + i * step)));
-        convert(from + (rows - 1) * step, to + (rows - 1) * n_);
+        for (index_t i = 0; i + 1 < rows; ++i) store_whole(from + i * step, to + i * n_);
+        copy(from + (rows - 1) * step, to + (rows - 1) * n_);
         return;
       }
     }
-#endif
-#if defined(__AVX512F__)
-    if constexpr (vectorized) {
-      if (n_ >= 8 && n_ < 16 && rows > 1) {
-        for (index_t i = 0; i + 1 < rows; ++i)
-          _mm512_storeu_si512(to + i * n_, _mm512_maskz_loadu_epi32(tail_, from + i * step));
-        copy_same(from + (rows - 1) * step, to + (rows - 1) * n_);
-        return;
-      }
-    }
-#endif
     for (index_t i = 0; i < rows; ++i) copy(from + i * step, to + i * n_);
   }
 
@@ -149,6 +134,29 @@ class row_span {
   static constexpr bool vectorized = std::is_same_v<T, C> && sizeof(T) == 4;
   static constexpr bool rounds_to_bfloat16 =
       std::is_same_v<T, float> && std::is_same_v<C, bfloat16>;
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  static constexpr bool stores_whole_rows = vectorized || rounds_to_bfloat16;
+#elif defined(__AVX512F__)
+  static constexpr bool stores_whole_rows = vectorized;
+#else
+  static constexpr bool stores_whole_rows = false;
+#endif
+
+  // One row of fewer than 16 elements (the mask) written as a whole vector of 16: the elements
+  // past the row are garbage, for copy_rows' next row to overwrite.
+  MELD_INLINE void store_whole([[maybe_unused]] const T* __restrict from,
+                               [[maybe_unused]] C* __restrict to) const {
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+    if constexpr (rounds_to_bfloat16) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(to),
+                          (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(tail_, from)));
+      return;
+    }
+#endif
+#if defined(__AVX512F__)
+    if constexpr (vectorized) _mm512_storeu_si512(to, _mm512_maskz_loadu_epi32(tail_, from));
+#endif
+  }
   index_t n_;
 #if defined(__AVX512F__)
   __mmask16 tail_ = 0;

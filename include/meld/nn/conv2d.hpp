@@ -103,7 +103,7 @@ class conv2d_kernel {
     const index_t l = p.out_h * p.out_w, chunk = chunk_size(n, k * l);
     tensor_type y({n, out, p.out_h, p.out_w}, uninitialized);
     const auto w2 = w.reshape({out, k});
-    if (bf16()) round_weight(w2);
+    if (bf16()) w_bf16_ = meld::cast<bfloat16>(w2);
     for (index_t n0 = 0; n0 < n; n0 += chunk) {
       const index_t m = std::min(chunk, n - n0);
       fill_columns(x.slice(range(n0, n0 + m)), m, p, k);
@@ -142,7 +142,7 @@ class conv2d_kernel {
       throw std::logic_error(name_ + ": backward through its activation without forward's output");
     if (relu) detail::expect_shape(name_, "the saved output", y->shape(), g.shape());
     const auto w2 = w.reshape({out, k});
-    if (bf16() && dx) round_weight(w2);
+    if (bf16() && dx) w_bf16_ = meld::cast<bfloat16>(w2);
     for (index_t n0 = 0; n0 < n; n0 += chunk) {
       const index_t m = std::min(chunk, n - n0);
       // The output gradient as {out, m oh ow}, the layout of the forward product (through the
@@ -212,14 +212,6 @@ class conv2d_kernel {
       return meld::cast<bfloat16>(x);
   }
 
-  // The weight {out, k} rounded to bfloat16 once per call, where each column chunk's product
-  // would round it again as it packs it, an element at a time.
-  template <class W>
-  void round_weight(const W& w2) {
-    if (!(w_bf16_.shape() == w2.shape())) w_bf16_ = tensor<bfloat16, B>(w2.shape(), uninitialized);
-    w_bf16_ = meld::cast<bfloat16>(w2);
-  }
-
   // The columns of x's m samples {k, m oh ow} into the scratch the products read: in bfloat16
   // precision rounded as im2col writes them (the same rounding the product would apply, with half
   // the bytes written and read again).
@@ -258,7 +250,9 @@ class conv2d_kernel {
   nn::activation activation_;
   // Scratch reused between calls (never part of a copy, a replica or a checkpoint).
   tensor_type col_, product_, grad_chunk_;
-  tensor<bfloat16, B> col_bf16_, w_bf16_;  // the columns and the weight in bfloat16 precision
+  // In bfloat16 precision: the columns, and the weight {out, k} rounded once per call (the column
+  // chunks' packings rounded it again each, an element at a time).
+  tensor<bfloat16, B> col_bf16_, w_bf16_;
 };
 
 /// A 2-D convolution (cross-correlation, as in PyTorch) of {batch, in_channels, h, w} inputs with
