@@ -31,6 +31,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../core/bfloat16.hpp"
 #include "../../core/config.hpp"
 #include "../../core/gcc12_warnings.hpp"
 #include "../../runtime/thread_pool.hpp"
@@ -183,7 +184,13 @@ void gemm_blocked(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T bet
   constexpr bool reads_in_place = requires {
     &Kernel::multiply_in_place;
   };
+  // A bfloat16 kernel reads bfloat16 A with contiguous rows in place when every block's k is whole
+  // pairs of the rows (alpha is applied to its accumulators).
+  constexpr bool reads_pairs_in_place = std::is_same_v<SA, bfloat16> && requires {
+    Kernel::reads_bfloat16_a_in_place;
+  };
   bool a_in_place = false, b_in_place = false;
+  if constexpr (reads_pairs_in_place) a_in_place = a.cs == 1 && k % 2 == 0 && kc_max % 2 == 0;
   if constexpr (reads_in_place) {
     const auto spans_little = [&](index_t row_stride) {
       return static_cast<std::size_t>(std::abs(row_stride) * kc_max) * sizeof(T) <=
@@ -255,6 +262,13 @@ void gemm_blocked(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T bet
                                             b_here ? b.data + pc * b.rs + j : panel_b,
                                             b_here ? b.rs : NR, beta_to, to, ld);
                 } else {
+                  if constexpr (reads_pairs_in_place) {
+                    if (a_in_place && rows == MR) {
+                      Kernel::multiply(steps, a.data + i * a.rs + pc, a.rs, panel_b, alpha, beta_to,
+                                       to, ld);
+                      return;
+                    }
+                  }
                   Kernel::multiply(steps, panel_a, panel_b, alpha, beta_to, to, ld);
                 }
               };
