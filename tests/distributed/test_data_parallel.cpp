@@ -228,6 +228,41 @@ TEST_CASE("training with data_parallel: replicas identical, runs repeat bit for 
   REQUIRE(identical(three, train(3, 6)));  // same k: the same bits
 }
 
+TEST_CASE("threads mode on one device: replicas share rank 0's parameters, sharded ones do not",
+          "[dist]") {
+  auto elements = [](auto& m) {
+    std::vector<const float*> out;
+    m.visit_parameters([&](std::string_view, tensor_t& p, tensor_t&) { out.push_back(p.data()); });
+    return out;
+  };
+  for (const bool sharded : {false, true}) {
+    INFO("sharded " << sharded);
+    model_t model(widths, 11);
+    meld::thread_group group(3, comm_opts());
+    meld::data_parallel dp(model, group, {.bucket_bytes = 300, .shard_optimizer = sharded});
+    for (int r = 1; r < 3; ++r) REQUIRE(elements(dp.replica(r)) != elements(model));
+    dp.step(inputs(41, 100), targets(41, 200), toy::mse{});
+    for (int r = 1; r < 3; ++r) REQUIRE((elements(dp.replica(r)) == elements(model)) == !sharded);
+    if (sharded) continue;
+    // A parameter replaced on rank 0 (as loading a checkpoint may): broadcast_parameters hands the
+    // new tensor on, shared, with the values rank 0 gave it.
+    const float* before = elements(model)[0];
+    model.visit_parameters([&](std::string_view name, tensor_t& p, tensor_t&) {
+      if (name == "0.weight") p = meld::full<float>(p.shape(), 0.25f);
+    });
+    REQUIRE(elements(model)[0] != before);
+    dp.broadcast_parameters();
+    for (int r = 1; r < 3; ++r) {
+      REQUIRE(elements(dp.replica(r)) == elements(model));
+      REQUIRE(identical(toy::parameters(dp.replica(r)), toy::parameters(model)));
+    }
+    // Steps go on from the shared parameters as from copies: every replica's gradient is rank 0's.
+    dp.step(inputs(41, 101), targets(41, 201), toy::mse{});
+    for (int r = 1; r < 3; ++r)
+      REQUIRE(identical(toy::gradients(dp.replica(r)), toy::gradients(model)));
+  }
+}
+
 TEST_CASE("no_sync accumulates a window whose gradient is the mean over all its samples",
           "[dist]") {
   for (int k : {1, 3}) {

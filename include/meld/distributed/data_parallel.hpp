@@ -19,12 +19,11 @@
 //
 // The training loop is unchanged otherwise: the optimizer updates `model` (the local replica) from
 // the averaged gradients, e.g.
-//   for (auto& [x, y] : batches) { double loss = dp.step(x, y, meld::nn::cross_entropy);
-//   opt.step(); }
-// In threads mode the other replicas take rank 0's parameters at the start of the next step (a
-// shared-memory copy, as PyTorch's DataParallel does; a sharded optimizer's allgather writes them
-// all instead); in process mode every rank runs the same optimizer on the same gradients, so the
-// replicas stay bit-identical without copies.
+//   for (auto& [x, y] : batches) { dp.step(x, y, meld::nn::cross_entropy); opt.step(); }
+// In threads mode the other replicas take rank 0's parameters at the start of the next step (on
+// rank 0's device they share its elements, elsewhere they copy them; a sharded optimizer's
+// allgather writes them all instead); in process mode every rank runs the same optimizer on the
+// same gradients, so the replicas stay bit-identical without copies.
 //
 // What a step does, and guarantees:
 //   * Shards: rank r of P gets the r-th of P contiguous parts of the rows, the first N mod P of
@@ -295,9 +294,14 @@ class data_parallel {
   /// Collective: rank 0's parameters to every replica (after changing model()'s parameters
   /// outside an optimizer that every rank runs, e.g. loading a checkpoint on rank 0 alone).
   void broadcast_parameters() {
+    for (auto& w : workers_) w->read(*w->model, sizes_);
+    // Unsharded thread replicas take rank 0's parameters as at a step's start: where they share
+    // them, a broadcast would write the same elements from two threads at once.
     guarded([&](worker& w) {
-      w.read(*w.model, sizes_);
-      w.buckets->broadcast_parameters(*w.comm, w.params);
+      if (!threads_mode_ || options_.shard_optimizer)
+        w.buckets->broadcast_parameters(*w.comm, w.params);
+      else if (&w != workers_[0].get())
+        detail::distributed::take_parameters(w, *workers_[0], w.device == workers_[0]->device);
     });
   }
 
@@ -440,12 +444,8 @@ class data_parallel {
 
   void begin_window(worker& w) {
     // Sharded, the allgather of the last update wrote every replica's parameters.
-    if (threads_mode_ && &w != workers_[0].get() && !options_.shard_optimizer) {
-      // Take rank 0's parameters (it does not write them during a step).
-      const auto& src = workers_[0]->params;
-      for (std::size_t i = 0; i < w.params.size(); ++i)
-        meld::copy(*w.params[i].param, *src[i].param);
-    }
+    if (threads_mode_ && &w != workers_[0].get() && !options_.shard_optimizer)
+      detail::distributed::take_parameters(w, *workers_[0], w.device == workers_[0]->device);
     if (!threads_mode_ && options_.broadcast_buffers)
       for (tensor_type* b : w.buffers) w.comm->broadcast(*b, 0);
     w.model->zero_grad();

@@ -61,6 +61,24 @@ struct replica_params {
   }
 };
 
+// Replica `to` takes the parameters of replica `from`, which nothing writes meanwhile. On the same
+// device it shares their elements: from then on they are the same tensors' elements, nothing to
+// copy (data_parallel's 2-worker MLP in the example copied 0.94 MB a step on rank 1 before its
+// forward). On another device it copies them.
+template <class Tensor>
+void take_parameters(replica_params<Tensor>& to, const replica_params<Tensor>& from,
+                     bool same_device) {
+  for (std::size_t i = 0; i < to.params.size(); ++i) {
+    Tensor& p = *to.params[i].param;
+    const Tensor& source = *from.params[i].param;
+    if (p.raw_data() == source.raw_data()) continue;  // shared already
+    if (same_device)
+      p = share_elements(source, source.shape());
+    else
+      meld::copy(p, source);
+  }
+}
+
 // The device a model's parameters live on (the current one if it has none).
 template <class Model>
 int device_of(Model& m) {
