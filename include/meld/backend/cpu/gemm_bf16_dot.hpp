@@ -161,27 +161,35 @@ struct bf16_dot_kernel : bf16_pair_packing<4> {
       }
       return;
     }
-    if constexpr (std::is_same_v<E, float>) {
-      if (rows == mr && rs == 1) {
-        // Column-major float A (a transposed operand: a linear layer's output gradient in its
-        // weight gradient, g^T x): a step's two columns of the panel's six rows rounded by one
-        // conversion each and interleaved into six words (element by element, this packing took
-        // 3.8 % of a bf16 MLP step's profile; 1.2 % so).
-        static_assert(mr == 6, "a step's words are stored as four, then two");
-        constexpr __mmask16 panel_rows = (1u << mr) - 1;
-        const auto rounded = [&](index_t p) {
-          if (p >= kc) return _mm_setzero_si128();
-          const __m512 x = _mm512_maskz_loadu_ps(panel_rows, a + p * cs);
-          return _mm256_castsi256_si128((__m256i)_mm512_cvtneps_pbh(x));
-        };
-        for (index_t q = 0; q < n; ++q) {
-          const __m128i even = rounded(2 * q), odd = rounded(2 * q + 1);
-          std::uint32_t* words = to + q * mr;
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(words), _mm_unpacklo_epi16(even, odd));
-          _mm_storel_epi64(reinterpret_cast<__m128i*>(words + 4), _mm_unpackhi_epi16(even, odd));
+    if (rows == mr && rs == 1) {
+      // Column-major A (a transposed operand: a linear layer's output gradient in its weight
+      // gradient, g^T x, or a convolution's weight in its input gradient, W^T g): a step's two
+      // columns of the panel's six rows as bfloat16 (float: rounded by one conversion each),
+      // interleaved into six words. Element by element, this packing took 3.8 % of a bf16 MLP
+      // step's profile; 1.2 % so.
+      static_assert(mr == 6, "a step's words are stored as four, then two");
+      const auto column = [&](index_t p) {
+        if (p >= kc) return _mm_setzero_si128();
+        const E* x = a + p * cs;
+        if constexpr (std::is_same_v<E, float>) {
+          constexpr __mmask16 panel_rows = (1u << mr) - 1;
+          return _mm256_castsi256_si128(
+              (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(panel_rows, x)));
+        } else {
+          long long four;
+          int two;
+          std::memcpy(&four, x, sizeof four);
+          std::memcpy(&two, x + 4, sizeof two);
+          return _mm_insert_epi32(_mm_cvtsi64_si128(four), two, 2);
         }
-        return;
+      };
+      for (index_t q = 0; q < n; ++q) {
+        const __m128i even = column(2 * q), odd = column(2 * q + 1);
+        std::uint32_t* words = to + q * mr;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(words), _mm_unpacklo_epi16(even, odd));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(words + 4), _mm_unpackhi_epi16(even, odd));
       }
+      return;
     }
     if (rows == mr && cs == 1) {
       // Row-major A: a cache line of each row at a time (as float's pack_a_panel).
