@@ -1,6 +1,7 @@
 // data_parallel on thread_comm: the k-worker gradient equals the single-worker full-batch
-// gradient (uneven shards, any bucket cap), replicas stay bit-identical, runs repeat bit for bit,
-// accumulation, uneven epochs (join), construction checks and broadcasts, failures.
+// gradient (uneven shards, any bucket cap), replicas stay bit-identical (sharing rank 0's
+// parameters on one device), runs repeat bit for bit, accumulation, uneven epochs (join),
+// construction checks and broadcasts, failures.
 #include <algorithm>
 #include <cstring>
 #include <mutex>

@@ -16,8 +16,9 @@
 // Packing makes every operand layout (row-major, transposed, any strides, even negative or zero)
 // run the same micro-kernel on contiguous panels. An operand already laid out as the kernel reads
 // it is not copied: A with contiguous rows or columns (when alpha is 1) and B with contiguous rows
-// are read in place, within the cache limits gemm_blocked states. A is scaled by alpha while it is
-// packed; beta is applied once, by the first k block (the later ones add).
+// are read in place, within the cache limits gemm_blocked states; the bfloat16 `vdpbf16ps` kernel
+// reads bfloat16 A with contiguous rows in place (B it always packs, k in pairs). A is scaled by
+// alpha while it is packed; beta is applied once, by the first k block (the later ones add).
 //
 // Threads split the output into blocks of whole tiles and never split k, so each element of C is
 // computed by the same operations in the same order whatever the thread count: results are
