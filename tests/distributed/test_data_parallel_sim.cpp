@@ -62,6 +62,25 @@ void two_sim_devices_match_one_cpu_worker() {
     REQUIRE(std::equal(p0[i].begin(), p0[i].end(), p1[i].begin(), p1[i].end()));
 }
 
+// One worker more than sim devices: the last replica is on rank 0's device and shares its
+// parameters' elements (the others copy them device to device), reading them while rank 0's queued
+// update is ordered before its step; the training matches one CPU worker all the same.
+template <class B>
+void a_replica_on_rank_0s_device_shares_its_parameters() {
+  auto model = make_net<B>();
+  const int k = meld::device_count<B>() + 1;
+  meld::thread_group group(k, comm_opts());
+  meld::data_parallel dp(model, group, {.bucket_bytes = 256});
+  dp_suite::require_matches_one_worker(dp_suite::train<B>(dp, model));
+  auto elements = [](auto& m) {
+    std::vector<const float*> out;
+    m.visit_parameters([&](std::string_view, auto& p, auto&) { out.push_back(p.raw_data()); });
+    return out;
+  };
+  REQUIRE(elements(dp.replica(k - 1)) == elements(model));
+  REQUIRE(elements(dp.replica(1)) != elements(model));
+}
+
 template <class B>
 void a_step_reads_nothing_back_but_the_logged_loss() {
   auto model = make_net<B>();
@@ -225,6 +244,10 @@ TEST_CASE("collectives stage tensors through host copies where asked (sim<async>
 TEST_CASE("data_parallel on two sim devices equals one CPU worker (sim<async>)",
           "[sim][dist][async]") {
   two_sim_devices_match_one_cpu_worker<meld::sim<meld::async>>();
+}
+TEST_CASE("a sim replica on rank 0's device shares its parameters (sim<async>)",
+          "[sim][dist][async]") {
+  a_replica_on_rank_0s_device_shares_its_parameters<meld::sim<meld::async>>();
 }
 TEST_CASE("sharded optimizer on sim devices: the unsharded bits, 1/k of the state (sim<async>)",
           "[sim][dist][async]") {
