@@ -311,6 +311,7 @@ struct sharded_comparison {
   index_t sgd_state = 0, sgd_sharded_state = 0, adam_state = 0, adam_sharded_state = 0;
   index_t shard = 0;           // elements of a shard
   bool replicas_equal = true;  // sharded threads mode: every replica ends with rank 0's parameters
+  bool replicas_share = true;  // ... and holds the same elements (every replica on one device)
 };
 
 // The four runs (SGD and AdamW, each unsharded and sharded) of one mode: with_dp(sharded, body)
@@ -340,16 +341,23 @@ sharded_comparison compare_sharded(WithDP&& with_dp) {
 template <class B>
 sharded_comparison sharded_threads_mode(int k, std::size_t bucket_bytes,
                                         meld::comm_options comm = {}) {
-  bool replicas_equal = true;
+  bool replicas_equal = true, replicas_share = true;
   sharded_comparison c = compare_sharded([&](bool sharded, auto&& body) {
     auto model = make_net<B>();
     meld::thread_group group(k, comm);
     meld::data_parallel dp(model, group,
                            {.bucket_bytes = bucket_bytes, .shard_optimizer = sharded});
     const run_result& out = body(dp, model);
-    // Unsharded, replicas take rank 0's parameters when the next step starts; sharded, the
+    // Unsharded, replicas take rank 0's parameters when the next step starts; sharded, they
+    // share them (all on one device: each worker's optimizer wrote its shard of them), or the
     // optimizer's allgather wrote them all.
+    auto elements = [](auto& m) {
+      std::vector<const float*> out;
+      m.visit_parameters([&](std::string_view, auto& p, auto&) { out.push_back(p.raw_data()); });
+      return out;
+    };
     for (int r = 1; r < k && sharded; ++r) {
+      replicas_share = replicas_share && elements(dp.replica(r)) == elements(model);
       const auto ps = host_parameters(dp.replica(r));
       for (std::size_t i = 0; i < out.parameters.size(); ++i)
         for (index_t e = 0; e < ps[i].size(); ++e)
@@ -357,6 +365,7 @@ sharded_comparison sharded_threads_mode(int k, std::size_t bucket_bytes,
     }
   });
   c.replicas_equal = replicas_equal;
+  c.replicas_share = replicas_share;
   return c;
 }
 

@@ -81,6 +81,20 @@ void a_replica_on_rank_0s_device_shares_its_parameters() {
   REQUIRE(elements(dp.replica(1)) != elements(model));
 }
 
+// Run with MELD_SIM_DEVICES=1 (its own CTest entry, test_data_parallel_sim_one_device): every
+// replica on device 0, so the sharded replicas share rank 0's parameters and each worker's
+// optimizer writes its shard of them, with no allgather; the unsharded bits all the same.
+template <class B>
+void sharded_replicas_share_one_sim_device() {
+  REQUIRE(meld::device_count<B>() == 1);
+  for (int k : {2, 3}) {
+    INFO(k << " workers");
+    const auto c = dp_suite::sharded_threads_mode<B>(k, 256, comm_opts());
+    dp_suite::require_sharded_matches(c, k);
+    REQUIRE(c.replicas_share);
+  }
+}
+
 template <class B>
 void a_step_reads_nothing_back_but_the_logged_loss() {
   auto model = make_net<B>();
@@ -229,6 +243,10 @@ TEST_CASE("no_sync on sim devices accumulates the window's mean gradient (sim<sy
   dp_suite::require_window_gradient(
       dp_suite::no_sync_window<meld::sim<meld::sync>>(3, comm_opts()));
 }
+TEST_CASE("sharded replicas on one sim device share its parameters (sim<sync>)",
+          "[.][one_device][sim][dist]") {
+  sharded_replicas_share_one_sim_device<meld::sim<meld::sync>>();
+}
 TEST_CASE("class indices out of range throw when the sim loss is read (sim<sync>)", "[sim][dist]") {
   bad_class_indices_surface_when_the_loss_is_read<meld::sim<meld::sync>>();
 }
@@ -251,11 +269,16 @@ TEST_CASE("a sim replica on rank 0's device shares its parameters (sim<async>)",
 }
 TEST_CASE("sharded optimizer on sim devices: the unsharded bits, 1/k of the state (sim<async>)",
           "[sim][dist][async]") {
-  for (int k : {2, 3}) {  // 3: two replicas share device 0
+  for (int k : {2, 3}) {  // each replica on a device of its own: the allgather writes them
     INFO(k << " workers");
-    dp_suite::require_sharded_matches(
-        dp_suite::sharded_threads_mode<meld::sim<meld::async>>(k, 256, comm_opts()), k);
+    const auto c = dp_suite::sharded_threads_mode<meld::sim<meld::async>>(k, 256, comm_opts());
+    dp_suite::require_sharded_matches(c, k);
+    REQUIRE(!c.replicas_share);
   }
+}
+TEST_CASE("sharded replicas on one sim device share its parameters (sim<async>)",
+          "[.][one_device][sim][dist][async]") {
+  sharded_replicas_share_one_sim_device<meld::sim<meld::async>>();
 }
 TEST_CASE("no_sync on sim devices accumulates the window's mean gradient (sim<async>)",
           "[sim][dist][async]") {

@@ -21,9 +21,9 @@
 // the averaged gradients, e.g.
 //   for (auto& [x, y] : batches) { dp.step(x, y, meld::nn::cross_entropy); opt.step(); }
 // In threads mode the other replicas take rank 0's parameters at the start of the next step (on
-// rank 0's device they share its elements, elsewhere they copy them; a sharded optimizer's
-// allgather writes them all instead); in process mode every rank runs the same optimizer on the
-// same gradients, so the replicas stay bit-identical without copies.
+// rank 0's device they share its elements, elsewhere they copy them; sharded, they share them where
+// all are on its device, else a sharded optimizer's allgather writes them all); in process mode
+// every rank runs the same optimizer on the same gradients: the replicas stay identical.
 //
 // What a step does, and guarantees:
 //   * Shards: rank r of P gets the r-th of P contiguous parts of the rows, the first N mod P of
@@ -216,7 +216,7 @@ class data_parallel {
       if (hi == lo)
         return worker_step(w, w.x, static_cast<const Targets*>(nullptr), 0, loss, sync, fresh,
                            &known);
-      Targets& t = targets_cache<Targets>(w);
+      Targets& t = detail::distributed::held<Targets>(w.targets);
       gather(lo, hi, w.x, t);
       if (w.x.rank() < 1 || t.rank() < 1 || w.x.shape()[0] != hi - lo || t.shape()[0] != hi - lo)
         throw shape_error(detail::cat("data_parallel::step_gathered: the shard of rows [", lo, ", ",
@@ -295,10 +295,9 @@ class data_parallel {
   /// outside an optimizer that every rank runs, e.g. loading a checkpoint on rank 0 alone).
   void broadcast_parameters() {
     for (auto& w : workers_) w->read(*w->model, sizes_);
-    // Unsharded thread replicas take rank 0's parameters as at a step's start: where they share
-    // them, a broadcast would write the same elements from two threads at once.
+    // As at a step's start: a broadcast would write shared elements from two threads at once.
     guarded([&](worker& w) {
-      if (!threads_mode_ || options_.shard_optimizer)
+      if (!takes_parameters())
         w.buckets->broadcast_parameters(*w.comm, w.params);
       else if (&w != workers_[0].get())
         detail::distributed::take_parameters(w, *workers_[0], w.device == workers_[0]->device);
@@ -350,16 +349,16 @@ class data_parallel {
     std::optional<parameter_shard<value_type, backend_type>> shard;  // over the engine's tensors
   };
 
+  // Whether thread replicas take rank 0's parameters at a window's start (take_parameters): always
+  // unsharded; sharded where all share them (each rank writes its shard of them: no allgather).
+  bool takes_parameters() const {
+    return threads_mode_ && (!options_.shard_optimizer || one_device_);
+  }
+
   int local_index(const worker& w) const {
     for (std::size_t i = 0; i < workers_.size(); ++i)
       if (workers_[i].get() == &w) return static_cast<int>(i);
     return -1;
-  }
-
-  template <class Targets>
-  static Targets& targets_cache(worker& w) {
-    if (!std::any_cast<Targets>(&w.targets)) w.targets.template emplace<Targets>();
-    return *std::any_cast<Targets>(&w.targets);
   }
 
   void check_usable() const {
@@ -443,8 +442,7 @@ class data_parallel {
   // ---- per worker -------------------------------------------------------------------------------
 
   void begin_window(worker& w) {
-    // Sharded, the allgather of the last update wrote every replica's parameters.
-    if (threads_mode_ && &w != workers_[0].get() && !options_.shard_optimizer)
+    if (takes_parameters() && &w != workers_[0].get())
       detail::distributed::take_parameters(w, *workers_[0], w.device == workers_[0]->device);
     if (!threads_mode_ && options_.broadcast_buffers)
       for (tensor_type* b : w.buffers) w.comm->broadcast(*b, 0);
@@ -556,6 +554,7 @@ class data_parallel {
     m0.visit_parameters(
         [&](std::string_view, tensor_type& p, tensor_type&) { sizes_.push_back(p.size()); });
     plan_ = detail::distributed::bucket_plan(sizes_, sizeof(value_type), options_.bucket_bytes);
+    for (const auto& w : workers_) one_device_ = one_device_ && w->device == workers_[0]->device;
     guarded([&](worker& w) {
       detail::distributed::check_same_model(*w.comm, *w.model, options_.bucket_bytes);
       w.read(*w.model, sizes_);
@@ -571,6 +570,7 @@ class data_parallel {
 
   data_parallel_options options_;
   bool threads_mode_;
+  bool one_device_ = true;  // every local replica on rank 0's device
   std::vector<std::unique_ptr<worker>> workers_;
   std::unique_ptr<detail::distributed::worker_crew> crew_;
   std::vector<index_t> sizes_;

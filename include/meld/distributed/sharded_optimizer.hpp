@@ -11,9 +11,11 @@
 // The parameters after each step are those of Optimizer over the whole model, bit for bit for
 // elementwise optimizers (sgd, adam) wherever the communicator's reduce-scatter sums each element
 // in the order of its allreduce: thread_comm at any number of ranks, every communicator at 2 (a
-// sum of two commutes); to rounding otherwise. Threads mode copies no parameters between replicas
-// (the allgather writes every one): parameters changed outside the optimizer (a checkpoint loaded
-// on rank 0) reach the others through dp.broadcast_parameters(). It is an optim::optimizer whose
+// sum of two commutes); to rounding otherwise. Threads mode copies no parameters between replicas:
+// where every replica is on rank 0's device they share its parameters' elements, and each worker
+// writes its shard of them in place (no allgather); elsewhere the allgather writes every replica.
+// Parameters changed outside the optimizer (a checkpoint loaded on rank 0) reach the others through
+// dp.broadcast_parameters(). It is an optim::optimizer whose
 // visit_state visits every local shard's state ("adam.m.shard<r>", ...): a checkpoint holds this
 // process's shards, and resumes with as many workers.
 #pragma once
@@ -63,13 +65,18 @@ class sharded_optimizer {
   }
 
   /// Collective (every rank calls it after each synchronized step): updates every local shard
-  /// from its averaged gradients, then gathers the parameters into every replica.
+  /// from its averaged gradients, then writes it into the parameters every replica shares, or
+  /// gathers the parameters into every replica.
   void step() {
     dp_->guarded([&](auto& w) {
       w.read(*w.model, dp_->sizes_);  // (the parameter tensors may have been replaced)
       w.buckets->pack_parameter_shard(w.params);
       shards_[index(w)]->step();
-      w.buckets->gather_parameters(*w.comm, w.params);
+      // Shared elements: each worker writes its own part of them (guarded returns when all have).
+      if (dp_->takes_parameters())
+        w.buckets->write_parameter_shard(w.params);
+      else
+        w.buckets->gather_parameters(*w.comm, w.params);
     });
   }
   /// Sets the gradients of every local replica to 0.

@@ -17,9 +17,10 @@
 // of allreduced, so that rank r gets the sums of elements [r m, (r + 1) m) of every bucket, one
 // after the other, in its gradient shard; the loss sums travel in a small allreduce of their own.
 // The optimizer updates the matching parameter shard, and gather_parameters allgathers the shards
-// back into every rank's parameters through the same buffers. A communicator whose allreduce sums
-// each element in the order its reduce-scatter does (thread_comm at any k, any at k = 2) gives the
-// unsharded path's bits.
+// back into every rank's parameters through the same buffers (or, where the ranks' replicas share
+// their parameters' elements, write_parameter_shard writes each rank's part). A communicator whose
+// allreduce sums each element in the order its reduce-scatter does (thread_comm at any k, any at k
+// = 2) gives the unsharded path's bits.
 #pragma once
 
 #include <algorithm>
@@ -117,21 +118,25 @@ class bucket_engine {
 
   // Sharded: the parameter shard = this rank's elements of params (padding 0).
   void pack_parameter_shard(params_view params) {
+    visit_shard(params, [&](tensor_type& p, index_t a, index_t e, index_t at) {
+      param_shard_.slice(range(at, at + e - a)) = p.flatten().slice(range(a, e));
+    });
     const auto& buckets = plan_->buckets;
     for (std::size_t b = 0; b < buckets.size(); ++b) {
-      const gradient_bucket& bk = buckets[b];
       const index_t m = chunk_[b], lo = rank_ * m, hi = lo + m;
-      for (std::size_t i = 0; i < bk.params.size(); ++i) {
-        const tensor_type& p = *params[static_cast<std::size_t>(bk.params[i])].param;
-        const index_t a = std::max(lo, bk.offsets[i]), e = std::min(hi, bk.offsets[i] + p.size());
-        if (a < e)
-          param_shard_.slice(range(shard_offset_[b] + a - lo, shard_offset_[b] + e - lo)) =
-              p.flatten().slice(range(a - bk.offsets[i], e - bk.offsets[i]));
-      }
-      if (std::max(lo, bk.size) < hi)  // the padding past the bucket's end
-        param_shard_.slice(
-            range(shard_offset_[b] + std::max(lo, bk.size) - lo, shard_offset_[b] + m)) = T(0);
+      if (std::max(lo, buckets[b].size) < hi)  // the padding past the bucket's end
+        param_shard_.slice(range(shard_offset_[b] + std::max(lo, buckets[b].size) - lo,
+                                 shard_offset_[b] + m)) = T(0);
     }
+  }
+
+  // Sharded, where every rank's replica shares the same parameter elements (threads on one
+  // device): this rank's elements of them = its parameter shard. Each rank writes its own part,
+  // so the parameters need no allgather.
+  void write_parameter_shard(params_view params) {
+    visit_shard(params, [&](tensor_type& p, index_t a, index_t e, index_t at) {
+      p.flatten().slice(range(a, e)) = param_shard_.slice(range(at, at + e - a));
+    });
   }
 
   // Sharded, collective: every rank's parameters = the ranks' parameter shards, allgathered.
@@ -261,6 +266,22 @@ class bucket_engine {
       requests_[b] = comm.allreduce_async(data_[b], reduce_op::sum);
     } else {
       comm.allreduce(data_[b], reduce_op::sum);
+    }
+  }
+
+  // Calls f(p, a, e, at) for each parameter p with elements in this rank's shard: elements [a, e)
+  // of p (flattened) are the shard's elements [at, at + e - a).
+  template <class F>
+  void visit_shard(params_view params, F&& f) {
+    const auto& buckets = plan_->buckets;
+    for (std::size_t b = 0; b < buckets.size(); ++b) {
+      const gradient_bucket& bk = buckets[b];
+      const index_t m = chunk_[b], lo = rank_ * m, hi = lo + m;
+      for (std::size_t i = 0; i < bk.params.size(); ++i) {
+        tensor_type& p = *params[static_cast<std::size_t>(bk.params[i])].param;
+        const index_t a = std::max(lo, bk.offsets[i]), e = std::min(hi, bk.offsets[i] + p.size());
+        if (a < e) f(p, a - bk.offsets[i], e - bk.offsets[i], shard_offset_[b] + a - lo);
+      }
     }
   }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <any>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
@@ -77,6 +78,14 @@ void take_parameters(replica_params<Tensor>& to, const replica_params<Tensor>& f
     else
       meld::copy(p, source);
   }
+}
+
+// The T that `slot` holds (a worker's targets, reused from step to step), made first if it holds
+// none.
+template <class T>
+T& held(std::any& slot) {
+  if (!std::any_cast<T>(&slot)) slot.template emplace<T>();
+  return *std::any_cast<T>(&slot);
 }
 
 // The device a model's parameters live on (the current one if it has none).
