@@ -312,6 +312,49 @@ BACKEND_TEST_CASE("max_pool2d and avg_pool2d match naive pooling", "[nn]") {
   }
 }
 
+BACKEND_TEST_CASE("avg_pool2d 2x2 in float: rows of every width, the naive loop's bits", "[nn]") {
+  // Output rows of 1 to 33 floats, inputs of even and odd size (a last row and column in no
+  // window): the CPU pools rows of 8 outputs or more 16 at a time, narrower ones element by
+  // element. Forward adds from 0 in the window's order, then scales; backward adds g / 4 to each
+  // input of the window (g / 4 is exact: the same bits fused or not).
+  for (const index_t out_w : {1, 5, 7, 8, 9, 14, 15, 16, 17, 31, 33})
+    for (const index_t extra : {0, 1}) {
+      INFO("output width " << out_w << ", input " << (2 * out_w + extra) << " wide");
+      const index_t n = 3, c = 2, out_h = 3, h = 2 * out_h + extra, w = 2 * out_w + extra;
+      auto hx = test::random_tensor<float>({n, c, h, w}, 21);
+      hx(0, 0, 0, 0) = -0.f;  // (0 + -0) is +0: the sum starts from 0 as the naive loop's does
+      hx(0, 0, 0, 1) = -0.f;
+      nn::avg_pool2d<float, B> pool(2);
+      const tensor<float> y = test::host(pool.forward(test::on<B>(hx)));
+      const auto hg = test::random_tensor<float>({n, c, out_h, out_w}, 22);
+      const auto hd = test::random_tensor<float>({n, c, h, w}, 23);
+      tensor<float, B> dx = test::on<B>(hd);
+      nn::avg_pool2d_kernel(2).backward_add(test::on<B>(hg), dx);
+      const tensor<float> got = test::host(dx);
+      index_t wrong = 0, wrong_dx = 0;
+      for (index_t i = 0; i < n; ++i)
+        for (index_t j = 0; j < c; ++j) {
+          for (index_t oh = 0; oh < out_h; ++oh)
+            for (index_t ow = 0; ow < out_w; ++ow) {
+              float sum = 0.f;
+              for (const index_t r : {2 * oh, 2 * oh + 1})
+                for (const index_t col : {2 * ow, 2 * ow + 1}) sum = sum + hx(i, j, r, col);
+              const float want = sum * 0.25f;
+              wrong += std::memcmp(&want, &y(i, j, oh, ow), sizeof(float)) != 0;
+            }
+          for (index_t r = 0; r < h; ++r)
+            for (index_t col = 0; col < w; ++col) {
+              const bool inside = r < 2 * out_h && col < 2 * out_w;
+              const float want =
+                  inside ? hd(i, j, r, col) + hg(i, j, r / 2, col / 2) * 0.25f : hd(i, j, r, col);
+              wrong_dx += std::memcmp(&want, &got(i, j, r, col), sizeof(float)) != 0;
+            }
+        }
+      CHECK(wrong == 0);
+      CHECK(wrong_dx == 0);
+    }
+}
+
 BACKEND_TEST_CASE("max_pool2d routes the gradient to the first maximum of each window", "[nn]") {
   tensor<float> hx({1, 1, 2, 4});
   // Window 0: a tie between (0,0) and (1,1); window 1: maximum at (0,3).
