@@ -341,12 +341,12 @@ inline bool is_pool_2x2(const window2d& g) {
 
 #if defined(__AVX512F__)
 // 2x2 pooling of float planes a row of up to 16 outputs at a time, for rows of 8 outputs or more
-// (LeNet's first pooling: 14; its second, 5, is faster in the loops below, which g++ vectorizes
-// only in part: 8 lanes and a scalar rest, 2 and 1.3 x slower forward and backward for 14). A
-// window's pairs of inputs come apart into even and odd lanes by one permutation, and backward's
-// gradients are spread back into pairs the same way; the same operations in the same order as
-// the loops below (additions from 0, then the scale; backward a fused multiply-add), so the
-// same bits.
+// (LeNet's first pooling: 14). g++ vectorizes the forward loop below only in part (8 lanes and a
+// scalar rest) and the backward not at all: for rows of 14 they took 1.8 and 2.1 x as long;
+// narrower rows (LeNet's second pooling, 5) are faster there. A window's pairs of inputs come
+// apart into even and odd lanes by one permutation, and backward's gradients are spread back into
+// pairs the same way. The same bits as the loops: the sums from 0 in the same order, then the
+// scale; backward adds g / 4, which is exact (fused with the addition or not).
 struct pool_2x2_rows {
   static constexpr index_t min_outputs = 8;
 

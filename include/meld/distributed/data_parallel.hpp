@@ -349,8 +349,8 @@ class data_parallel {
     std::optional<parameter_shard<value_type, backend_type>> shard;  // over the engine's tensors
   };
 
-  // Whether thread replicas take rank 0's parameters at a window's start (take_parameters): always
-  // unsharded; sharded where all share them (each rank writes its shard of them: no allgather).
+  // Whether thread replicas take rank 0's parameters when a window starts: unsharded, always;
+  // sharded, where all are on its device (each rank writes its shard of them: no allgather).
   bool takes_parameters() const {
     return threads_mode_ && (!options_.shard_optimizer || one_device_);
   }

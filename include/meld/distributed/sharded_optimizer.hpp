@@ -14,10 +14,10 @@
 // sum of two commutes); to rounding otherwise. Threads mode copies no parameters between replicas:
 // where every replica is on rank 0's device they share its parameters' elements, and each worker
 // writes its shard of them in place (no allgather); elsewhere the allgather writes every replica.
-// Parameters changed outside the optimizer (a checkpoint loaded on rank 0) reach the others through
-// dp.broadcast_parameters(). It is an optim::optimizer whose
-// visit_state visits every local shard's state ("adam.m.shard<r>", ...): a checkpoint holds this
-// process's shards, and resumes with as many workers.
+// Parameters changed outside the optimizer (a checkpoint loaded on rank 0) reach the others
+// through dp.broadcast_parameters(). It is an optim::optimizer whose visit_state visits every local
+// shard's state ("adam.m.shard<r>", ...): a checkpoint holds this process's shards, and resumes
+// with as many workers.
 #pragma once
 
 #include <cstddef>

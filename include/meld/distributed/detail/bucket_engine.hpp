@@ -18,9 +18,9 @@
 // after the other, in its gradient shard; the loss sums travel in a small allreduce of their own.
 // The optimizer updates the matching parameter shard, and gather_parameters allgathers the shards
 // back into every rank's parameters through the same buffers (or, where the ranks' replicas share
-// their parameters' elements, write_parameter_shard writes each rank's part). A communicator whose
-// allreduce sums each element in the order its reduce-scatter does (thread_comm at any k, any at k
-// = 2) gives the unsharded path's bits.
+// their parameters' elements, write_parameter_shard writes each rank's part). A communicator
+// whose allreduce sums each element in the order its reduce-scatter does (thread_comm at any k,
+// any at k = 2) gives the unsharded path's bits.
 #pragma once
 
 #include <algorithm>
