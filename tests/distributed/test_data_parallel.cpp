@@ -492,6 +492,24 @@ TEST_CASE("step_gathered: a shard gathered with the wrong rows is an error that 
                     std::invalid_argument);
 }
 
+TEST_CASE(
+    "sharded optimizer on one device: a step before any data-parallel step updates every shard",
+    "[dist]") {
+  // Weight decay moves every parameter even with zero gradients: each worker's shard must land in
+  // the parameters that every replica reads, as the unsharded optimizer's update would.
+  auto model = dp_suite::make_net<meld::cpu<>>(), ref = dp_suite::make_net<meld::cpu<>>();
+  meld::thread_group group(3, comm_opts());
+  meld::data_parallel dp(model, group, {.bucket_bytes = 512, .shard_optimizer = true});
+  const meld::optim::sgd_options o{.lr = 0.1, .weight_decay = 0.5};
+  auto opt = meld::shard_optimizer<meld::optim::sgd>(dp, o);
+  meld::optim::sgd plain(ref, o);
+  ref.zero_grad();
+  opt.step();
+  plain.step();
+  const auto want = dp_suite::host_parameters(ref);
+  for (int r = 0; r < 3; ++r) REQUIRE(identical(dp_suite::host_parameters(dp.replica(r)), want));
+}
+
 TEST_CASE("sharded optimizer (ZeRO stage 1): the unsharded bits with 1/k of the state", "[dist]") {
   // Caps of 512 bytes make buckets of 85, 16, 1024, 40 elements: none a multiple of 3 or 4.
   for (std::size_t cap : {std::size_t(512), std::size_t(25) << 20})

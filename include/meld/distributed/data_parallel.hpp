@@ -20,10 +20,9 @@
 // The training loop is unchanged otherwise: the optimizer updates `model` (the local replica) from
 // the averaged gradients, e.g.
 //   for (auto& [x, y] : batches) { dp.step(x, y, meld::nn::cross_entropy); opt.step(); }
-// In threads mode the other replicas take rank 0's parameters at the start of the next step (on
-// rank 0's device they share its elements, elsewhere they copy them; sharded, they share them where
-// all are on its device, else a sharded optimizer's allgather writes them all); in process mode
-// every rank runs the same optimizer on the same gradients: the replicas stay identical.
+// In threads mode the other replicas take rank 0's parameters at each step's start: on its device
+// they share its elements (sharded too, where all are there), elsewhere they copy them or the
+// sharded optimizer's allgather writes them. In process mode every rank runs the same optimizer.
 //
 // What a step does, and guarantees:
 //   * Shards: rank r of P gets the r-th of P contiguous parts of the rows, the first N mod P of
@@ -62,13 +61,11 @@
 //     (sharded_optimizer.hpp); the model's own gradients then hold this worker's sums.
 //   * The loss: step() returns an nn::loss_value, the mean over the whole minibatch. Its sums are
 //     allreduced on the model's backend with the last gradient bucket (sharded: alone), so nothing
-//     is read back on the host until it is read (`double l = dp.step(...)` reads it at once; `auto
-//     l = ...` when logged).
+//     is read back on the host until it is read (`double l = dp.step(...)` reads it at once).
 //
-// Here: the class; its options in data_parallel_options.hpp; in detail/: the buckets
-// (bucket_engine.hpp), the threads of threads mode (worker_crew.hpp), the same-model check
-// (same_model.hpp), a replica's parameters and the batch's shards (replica_params.hpp), a step's
-// timing and traced ranges: forward, backward, the wait for the allreduces (step_phases.hpp).
+// Here: the class; its options in data_parallel_options.hpp; in detail/: bucket_engine.hpp (the
+// buckets), worker_crew.hpp (threads mode's threads), same_model.hpp (the same-model check),
+// replica_params.hpp (a replica's parameters, the shards), step_phases.hpp (timing, traces).
 #pragma once
 
 #include <any>
@@ -297,10 +294,10 @@ class data_parallel {
     for (auto& w : workers_) w->read(*w->model, sizes_);
     // As at a step's start: a broadcast would write shared elements from two threads at once.
     guarded([&](worker& w) {
-      if (!takes_parameters())
+      if (takes_parameters())
+        take_rank_0_parameters(w);
+      else
         w.buckets->broadcast_parameters(*w.comm, w.params);
-      else if (&w != workers_[0].get())
-        detail::distributed::take_parameters(w, *workers_[0], w.device == workers_[0]->device);
     });
   }
 
@@ -349,10 +346,14 @@ class data_parallel {
     std::optional<parameter_shard<value_type, backend_type>> shard;  // over the engine's tensors
   };
 
-  // Whether thread replicas take rank 0's parameters when a window starts: unsharded, always;
-  // sharded, where all are on its device (each rank writes its shard of them: no allgather).
+  // Whether thread replicas take rank 0's parameters (unsharded always; sharded where all are on
+  // its device: each rank writes its shard of them, no allgather), and replica w taking them.
   bool takes_parameters() const {
     return threads_mode_ && (!options_.shard_optimizer || one_device_);
+  }
+  void take_rank_0_parameters(worker& w) {  // (after every worker's read())
+    if (takes_parameters() && &w != workers_[0].get())
+      detail::distributed::take_parameters(w, *workers_[0], w.device == workers_[0]->device);
   }
 
   int local_index(const worker& w) const {
@@ -442,8 +443,7 @@ class data_parallel {
   // ---- per worker -------------------------------------------------------------------------------
 
   void begin_window(worker& w) {
-    if (takes_parameters() && &w != workers_[0].get())
-      detail::distributed::take_parameters(w, *workers_[0], w.device == workers_[0]->device);
+    take_rank_0_parameters(w);
     if (!threads_mode_ && options_.broadcast_buffers)
       for (tensor_type* b : w.buffers) w.comm->broadcast(*b, 0);
     w.model->zero_grad();

@@ -68,8 +68,11 @@ class sharded_optimizer {
   /// from its averaged gradients, then writes it into the parameters every replica shares, or
   /// gathers the parameters into every replica.
   void step() {
+    // (The parameter tensors may have been replaced; replicas that share them share them now,
+    // before the first step too, so that every shard lands where all replicas read.)
+    for (auto& w : dp_->workers_) w->read(*w->model, dp_->sizes_);
     dp_->guarded([&](auto& w) {
-      w.read(*w.model, dp_->sizes_);  // (the parameter tensors may have been replaced)
+      dp_->take_rank_0_parameters(w);
       w.buckets->pack_parameter_shard(w.params);
       shards_[index(w)]->step();
       // Shared elements: each worker writes its own part of them (guarded returns when all have).
