@@ -29,8 +29,10 @@ run() {  # run <preset>: configure, build, test; adds to the totals
   local start=$SECONDS junit="$PWD/build/junit-$1.xml"
   echo "=== $1: configure and build"
   rm -f "$junit"
-  local args=()
-  if [ "$1" = release ]; then args=("-DMELD_BUILD_BENCHMARKS=$release_benchmarks"); fi
+  # g++'s collector running less often (CMakeLists.txt: MELD_GCC_LARGER_HEAP): 12 % less compile
+  # time, for memory that $jobs units at once have here.
+  local args=(-DMELD_GCC_LARGER_HEAP=ON)
+  if [ "$1" = release ]; then args+=("-DMELD_BUILD_BENCHMARKS=$release_benchmarks"); fi
   if ! cmake --preset "$1" "${args[@]}" > "build/configure-$1.log" 2>&1; then
     cat "build/configure-$1.log"
     failed=$((failed + 1)) summary+=("$1: configure failed")
