@@ -39,7 +39,9 @@ inline std::atomic<bool>& mpi_failed() {
 }  // namespace detail::distributed
 
 /// Initializes MPI for meld (MPI_Init_thread asking for MPI_THREAD_MULTIPLE) and finalizes it.
-/// (Open MPI 4.1's MPI_Finalize returns even when a peer has died, with --enable-recovery.)
+/// (Open MPI 4.1's MPI_Finalize, with --enable-recovery, usually returns after a peer has died,
+/// but can wait for it: 1 run in 5 - 7 of tests/distributed/mpi_sigkill.cpp with both cores busy.
+/// After a lost peer, end with abort(), or without MPI_Finalize, as that program does.)
 class mpi_session {
  public:
   /// Initializes MPI asking for thread support `required` (see provided()); throws comm_error when
