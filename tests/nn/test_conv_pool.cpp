@@ -64,6 +64,37 @@ tensor<double> naive_pool(const tensor<double>& x, nn::size2 k, nn::size2 stride
   return y;
 }
 
+// im2col of x {batch, channels, h, w} into float and bfloat16 columns on B, against a naive
+// gather: the bfloat16 columns bit for bit the float columns rounded.
+template <class B>
+void check_im2col(index_t batch, index_t channels, index_t h, index_t w,
+                  const meld::detail::window2d& g) {
+  const meld::detail::planes p{channels, h, w, g.out_h("im2col", h), g.out_w("im2col", w)};
+  const auto hx = test::random_tensor<float>({batch, channels, h, w}, 11);
+  const index_t kk = g.kernel.h * g.kernel.w, l = p.out_h * p.out_w;
+  const index_t rows = channels * kk, cols = batch * l;
+  tensor<float, B> col({rows, cols});
+  tensor<meld::bfloat16, B> col16({rows, cols});
+  const tensor<float, B> x = test::on<B>(hx);
+  meld::window_ops<B>::im2col(x.view(), batch, p, g, col.view());
+  meld::window_ops<B>::im2col(x.view(), batch, p, g, col16.view());
+  const tensor<float> got = test::host(col);
+  const tensor<meld::bfloat16> got16 = test::host(col16);
+  index_t wrong = 0, wrong16 = 0;
+  for (index_t r = 0; r < rows; ++r)
+    for (index_t j = 0; j < cols; ++j) {
+      const index_t c = r / kk, kh = r % kk / g.kernel.w, kw = r % g.kernel.w;
+      const index_t n = j / l, oh = j / p.out_w % p.out_h, ow = j % p.out_w;
+      const index_t ih = oh * g.stride.h + kh - g.padding.h,
+                    iw = ow * g.stride.w + kw - g.padding.w;
+      const float want = ih >= 0 && ih < h && iw >= 0 && iw < w ? hx(n, c, ih, iw) : 0.f;
+      wrong += got(r, j) != want;
+      wrong16 += got16(r, j).bits != meld::bfloat16(want).bits;
+    }
+  CHECK(wrong == 0);
+  CHECK(wrong16 == 0);
+}
+
 }  // namespace
 
 BACKEND_TEST_CASE("conv2d matches a naive convolution", "[nn]") {
@@ -123,41 +154,37 @@ BACKEND_TEST_CASE("conv2d in float: window rows shorter than, as long as and lon
 }
 
 BACKEND_TEST_CASE("im2col gathers the windows, rounded to bfloat16 for bfloat16 columns", "[nn]") {
-  // Against a naive gather; the bfloat16 columns bit for bit the float columns rounded. Output
-  // rows of 1 to 26 elements, stride 1 and 2, with and without padding: each of im2col's row
-  // copies (whole vectors, masked rests, rows overwriting the tails of the rows before them).
+  // Output rows of 1 to 26 elements, stride 1 and 2, with and without padding: each of im2col's row
+  // copies (whole vectors, masked rests, rows overwriting the tails of the rows before them) and,
+  // at stride 1 without padding, its permutes (segments shorter than a vector, a last vector
+  // overlapping the one before).
   for (const index_t out_w : {1, 7, 8, 9, 15, 16, 17, 26})
     for (const index_t stride : {1, 2})
       for (const index_t pad : {0, 2}) {
         INFO("output width " << out_w << ", stride " << stride << ", padding " << pad);
-        const index_t batch = 3, channels = 2, k = 3, h = 5;
-        const index_t w = (out_w - 1) * stride + k - 2 * pad;
+        const index_t k = 3, w = (out_w - 1) * stride + k - 2 * pad;
         if (w < 1) continue;
-        const meld::detail::window2d g{k, stride, pad};
-        const meld::detail::planes p{channels, h, w, g.out_h("im2col", h), out_w};
-        REQUIRE(g.out_w("im2col", w) == out_w);
-        const auto hx = test::random_tensor<float>({batch, channels, h, w}, 11);
-        const index_t rows = channels * k * k, cols = batch * p.out_h * out_w;
-        tensor<float, B> col({rows, cols});
-        tensor<meld::bfloat16, B> col16({rows, cols});
-        const tensor<float, B> x = test::on<B>(hx);
-        meld::window_ops<B>::im2col(x.view(), batch, p, g, col.view());
-        meld::window_ops<B>::im2col(x.view(), batch, p, g, col16.view());
-        const tensor<float> got = test::host(col);
-        const tensor<meld::bfloat16> got16 = test::host(col16);
-        index_t wrong = 0, wrong16 = 0;
-        for (index_t r = 0; r < rows; ++r)
-          for (index_t j = 0; j < cols; ++j) {
-            const index_t c = r / (k * k), kh = r % (k * k) / k, kw = r % k;
-            const index_t n = j / (p.out_h * out_w), oh = j / out_w % p.out_h, ow = j % out_w;
-            const index_t ih = oh * stride + kh - pad, iw = ow * stride + kw - pad;
-            const float want = ih >= 0 && ih < h && iw >= 0 && iw < w ? hx(n, c, ih, iw) : 0.f;
-            wrong += got(r, j) != want;
-            wrong16 += got16(r, j).bits != meld::bfloat16(want).bits;
-          }
-        CHECK(wrong == 0);
-        CHECK(wrong16 == 0);
+        check_im2col<B>(3, 2, 5, w, {k, stride, pad});
       }
+}
+
+BACKEND_TEST_CASE("im2col's permutes: stride 1 without padding, planes of every size", "[nn]") {
+  // The planes the permutes take (host_im2col_permute.hpp) and those they leave to the row copies:
+  // LeNet's two convolutions; rectangular kernels; segments of many vectors; several samples per
+  // buffer, the last block partial; outputs spanning more than two vectors of the plane (one
+  // output a row, wide rows), and planes beyond the buffer.
+  struct geometry {
+    index_t batch, channels, h, w;
+    meld::size2 kernel;
+  };
+  for (const geometry& c :
+       {geometry{7, 3, 28, 28, 3}, geometry{7, 4, 13, 13, 5}, geometry{3, 2, 9, 12, {2, 5}},
+        geometry{9, 2, 64, 16, 3}, geometry{5, 1, 128, 16, 3}, geometry{3, 2, 20, 40, {3, 38}},
+        geometry{2, 2, 7, 40, {3, 26}}, geometry{2, 1, 70, 70, 60}}) {
+    INFO("batch " << c.batch << ", " << c.channels << " channels of " << c.h << " x " << c.w
+                  << ", kernel " << c.kernel.h << " x " << c.kernel.w);
+    check_im2col<B>(c.batch, c.channels, c.h, c.w, {c.kernel, 1, 0});
+  }
 }
 
 BACKEND_TEST_CASE("col2im adds the columns back into the input gradient", "[nn]") {

@@ -17,6 +17,7 @@
 #include "../core/bfloat16.hpp"
 #include "../runtime/thread_pool.hpp"
 #include "../tensor/tensor_view.hpp"
+#include "host_im2col_permute.hpp"
 #include "window.hpp"
 
 namespace meld {
@@ -178,6 +179,21 @@ MELD_INLINE void zero_row(T* to, index_t n) {
 template <class T, class C>
 void im2col(const T* x, index_t batch, const planes& p, const window2d& g, C* col) {
   const index_t kk = g.kernel.h * g.kernel.w, l = p.out_h * p.out_w, cols = batch * l;
+#if defined(__AVX512BW__)
+  if constexpr (std::is_same_v<T, float> &&
+                (std::is_same_v<C, float> || std::is_same_v<C, bfloat16>)) {
+    const permuted_windows<C> permuted(p, g);
+    if (permuted.usable()) {  // stride 1, no padding (host_im2col_permute.hpp)
+      const index_t per_task = permuted.samples_per_task();
+      const index_t blocks = (batch + per_task - 1) / per_task;
+      parallel_items(p.channels * blocks, p.channels * kk * cols, [&](index_t i) {
+        const index_t c = i / blocks, n0 = i % blocks * per_task;
+        permuted.channel(x, n0, std::min(per_task, batch - n0), c, col, cols);
+      });
+      return;
+    }
+  }
+#endif
   parallel_items(p.channels * kk, p.channels * kk * cols, [&](index_t r) {
     const index_t c = r / kk, kh = (r % kk) / g.kernel.w, kw = r % g.kernel.w;
     // The output rows and columns whose windows, at this kernel offset, fall inside the image,
