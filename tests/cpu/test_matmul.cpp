@@ -658,8 +658,9 @@ HOST_TEST_CASE("thin products with a long k (dot-product tiles) match a naive lo
   thread_count_guard guard;
   // a row-major, b column-major (contiguous along k): the weight gradient's layout, where
   // gemm_dot computes R x C dot products at a time over blocks of k (the last k elements that do
-  // not fill a vector added one by one; edge tiles; several blocks of k for the longest). Operands
-  // of S, C of T, read through Read (Rounded: the reads round the operands to bfloat16).
+  // not fill a vector, or a bfloat16 read's 32, added one by one; edge tiles; several blocks of k
+  // for the longest). Operands of S, C of T, read through Read (Rounded: the reads round the
+  // operands to bfloat16).
   auto run = [](auto zero, auto operand, auto read, auto rounded) {
     using T = decltype(zero);
     using S = decltype(operand);
@@ -718,10 +719,10 @@ HOST_TEST_CASE("thin products with a long k (dot-product tiles) match a naive lo
     run(0.0, 0.0, type_identity<cpu_eval::read_as_stored<double>>{}, std::false_type{});
   }
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
-  SECTION("bfloat16 operands, widened as they are read") {
+  SECTION("bfloat16 operands, multiplied in pairs (vdpbf16ps)") {
     run(0.f, meld::bfloat16(), type_identity<cpu_eval::bf16_operand_read>{}, std::false_type{});
   }
-  SECTION("float operands rounded to bfloat16 as they are read") {
+  SECTION("float operands rounded to bfloat16 as they are read, multiplied in pairs") {
     run(0.f, 0.f, type_identity<cpu_eval::bf16_operand_read>{}, std::true_type{});
   }
   SECTION("a bfloat16 product takes that path where the kernels' tiles would be mostly empty") {

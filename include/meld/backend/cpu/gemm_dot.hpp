@@ -40,13 +40,14 @@ bool gemm_dot_fits(matrix_ref<const SA> a, matrix_ref<const SB> b, index_t n, in
   return a.cs == 1 && b.rs == 1 && narrow && k >= 4 * static_cast<index_t>(V::size);
 }
 
-// How gemm_dot reads its operands: as they are stored (gemm_bf16.hpp has one that rounds them to
-// bfloat16).
+// How gemm_dot reads its operands: `step` elements along k per load of each operand; as they are
+// stored, a vector at a time, multiplied with fused multiply-adds (gemm_bf16.hpp has one that reads
+// them as bfloat16 pairs, with a `madd` of its own: vdpbf16ps).
 template <class T>
 struct read_as_stored {
-  static xsimd::batch<T, simd_arch> load(const T* p) {
-    return xsimd::batch<T, simd_arch>::load_unaligned(p);
-  }
+  using vector = xsimd::batch<T, simd_arch>;
+  static constexpr index_t step = static_cast<index_t>(vector::size);
+  static vector load(const T* p) { return vector::load_unaligned(p); }
   static T value(T x) { return x; }
 };
 
@@ -65,13 +66,14 @@ void gemm_dot(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T beta, m
   constexpr index_t W = static_cast<index_t>(V::size);
   constexpr int R = gemm_dot_tile<T>::r, C = gemm_dot_tile<T>::c;
   const index_t m = c.rows, n = c.cols, k = a.cols;
-  const index_t k_vec = k / W * W;  // the vectorized part; the rest is added per element
+  constexpr index_t S = Read::step;
+  const index_t k_vec = k / S * S;  // the vectorized part; the rest is added per element
   const index_t row_tiles = ceil_div(m, R), col_tiles = ceil_div(n, C),
                 tiles = row_tiles * col_tiles;
   // k in blocks whose rows of a and b (m + n of them) take half of L2.
   const auto l2 = static_cast<index_t>(host_cache_sizes().l2);
   const index_t kb =
-      std::max<index_t>(W * 64, l2 / 2 / (static_cast<index_t>(sizeof(T)) * (m + n)) / W * W);
+      std::max<index_t>(S * 64, l2 / 2 / (static_cast<index_t>(sizeof(T)) * (m + n)) / S * S);
   // The accumulators of every tile between blocks (R C vectors each), then R C lane sums.
   T* saved = gemm_workspace::local().get<T>(tiles * R * C * W);
 
@@ -92,12 +94,19 @@ void gemm_dot(T alpha, matrix_ref<const SA> a, matrix_ref<const SB> b, T beta, m
             acc[r][q] = p0 == 0 ? V(T(0)) : V::load_aligned(keep + (r * C + q) * W);
           });
         });
-        for (index_t p = p0; p < p1; p += W) {
-          V bv[C];
+        for (index_t p = p0; p < p1; p += S) {
+          typename Read::vector bv[C];
           unrolled<C>([&](auto q) { bv[q] = Read::load(bc[q] + p); });
           unrolled<R>([&](auto r) {
-            const V av = Read::load(ar[r] + p);
-            unrolled<C>([&](auto q) { acc[r][q] = xsimd::fma(av, bv[q], acc[r][q]); });
+            const typename Read::vector av = Read::load(ar[r] + p);
+            unrolled<C>([&](auto q) {
+              // (The FMA written out: through a function like madd, g++ 12 reloaded the operands
+              // from memory for every FMA, and float's dot products took 1.4 x as long.)
+              if constexpr (std::is_same_v<Read, read_as_stored<T>>)
+                acc[r][q] = xsimd::fma(av, bv[q], acc[r][q]);
+              else
+                Read::madd(av, bv[q], acc[r][q]);
+            });
           });
         }
         unrolled<R>([&](auto r) {
