@@ -336,6 +336,23 @@ BACKEND_TEST_CASE("max_pool2d and avg_pool2d match naive pooling", "[nn]") {
     const tensor<double, B> ym = mp.forward(x), ya = ap.forward(x);
     require_close(test::host(ym), naive_pool(hx, c.kernel, stride, c.padding, true), 1e-14);
     require_close(test::host(ya), naive_pool(hx, c.kernel, stride, c.padding, false), 1e-12);
+    // avg_pool2d's input gradient, written whole (no zeroing first): each output gradient spread
+    // over its window's inputs inside the image, 0 where no window reaches.
+    const auto hg = test::random_tensor<double>(ya.shape(), 7);
+    tensor<double> want({2, 3, c.h, c.w});
+    const double scale = 1.0 / double(c.kernel.h * c.kernel.w);
+    for (index_t i = 0; i < 2; ++i)
+      for (index_t ch = 0; ch < 3; ++ch)
+        for (index_t oh = 0; oh < ya.shape()[2]; ++oh)
+          for (index_t ow = 0; ow < ya.shape()[3]; ++ow)
+            for (index_t a = 0; a < c.kernel.h; ++a)
+              for (index_t e = 0; e < c.kernel.w; ++e) {
+                const index_t r = oh * stride.h + a - c.padding.h,
+                              q = ow * stride.w + e - c.padding.w;
+                if (r >= 0 && r < c.h && q >= 0 && q < c.w)
+                  want(i, ch, r, q) += hg(i, ch, oh, ow) * scale;
+              }
+    require_close(test::host(ap.backward(test::on<B>(hg))), want, 1e-14);
   }
 }
 
@@ -358,7 +375,9 @@ BACKEND_TEST_CASE("avg_pool2d 2x2 in float: rows of every width, the naive loop'
       tensor<float, B> dx = test::on<B>(hd);
       nn::avg_pool2d_kernel(2).backward_add(test::on<B>(hg), dx);
       const tensor<float> got = test::host(dx);
-      index_t wrong = 0, wrong_dx = 0;
+      // The layer writes its input gradient (no zeroing first): 0 + g / 4, 0 outside the windows.
+      const tensor<float> written = test::host(pool.backward(test::on<B>(hg)));
+      index_t wrong = 0, wrong_dx = 0, wrong_written = 0;
       for (index_t i = 0; i < n; ++i)
         for (index_t j = 0; j < c; ++j) {
           for (index_t oh = 0; oh < out_h; ++oh)
@@ -375,10 +394,13 @@ BACKEND_TEST_CASE("avg_pool2d 2x2 in float: rows of every width, the naive loop'
               const float want =
                   inside ? hd(i, j, r, col) + hg(i, j, r / 2, col / 2) * 0.25f : hd(i, j, r, col);
               wrong_dx += std::memcmp(&want, &got(i, j, r, col), sizeof(float)) != 0;
+              const float spread = inside ? 0.f + hg(i, j, r / 2, col / 2) * 0.25f : 0.f;
+              wrong_written += std::memcmp(&spread, &written(i, j, r, col), sizeof(float)) != 0;
             }
         }
       CHECK(wrong == 0);
       CHECK(wrong_dx == 0);
+      CHECK(wrong_written == 0);
     }
 }
 

@@ -27,7 +27,8 @@
 //     host_kernel(fn, args...)              fn(host views of args...) for the operations that
 //                                           are not expressions (indexing, scans, sorts)
 //   window_ops<B>       convolution's and pooling's sliding windows (backend/window.hpp):
-//                       im2col, col2im_add, max_pool, max_unpool_add, avg_pool, avg_unpool_add
+//                       im2col, col2im_add, max_pool, max_unpool_add, avg_pool, avg_unpool_add,
+//                       avg_unpool
 // and, optionally, memory<B>::host_alias(p): a host address of device memory (sim's readable
 // mapping), with which host communicators move B's tensors in place (distributed/buffer.hpp).
 // Mixing devices in one operation is an error that names both. Nothing above backend/ may assume
@@ -105,6 +106,7 @@ concept backend = requires(std::size_t bytes, void* p, int device, float* host, 
   window_ops<B>::template max_unpool_add<float>(src, cargmax, n, planes, window, dst);
   window_ops<B>::template avg_pool<float>(src, n, planes, window, dst);
   window_ops<B>::template avg_unpool_add<float>(src, n, planes, window, dst);
+  window_ops<B>::template avg_unpool<float>(src, n, planes, window, dst);
 };
 
 /// @}

@@ -8,6 +8,8 @@
 //   window_ops<B>::max_unpool_add(grad, argmax, count, p, g, dx)
 //   window_ops<B>::avg_pool(x, count, p, g, y)
 //   window_ops<B>::avg_unpool_add(grad, count, p, g, dx)
+//   window_ops<B>::avg_unpool(grad, count, p, g, dx)    writes every element of dx (0 where no
+//                                                       window reaches): no zeroing pass first
 //
 // Operands are contiguous views of backend B (const views are read, the others written). These
 // are data movement over short rows, not elementwise arithmetic, so each backend brings its own

@@ -125,6 +125,15 @@ class avg_pool2d_kernel : public pool2d_window {
     window_ops<B>::avg_unpool_add(grad.view(), dx.shape()[0] * dx.shape()[1], p, geometry_,
                                   dx.view());
   }
+  /// The input gradient for an input of shape x: each output gradient spread evenly over its
+  /// window (0 where no window reaches), written without zeroing it first.
+  template <class T, class B>
+  tensor<T, B> backward(const tensor<T, B>& grad, const shape_t& x) const {
+    const detail::planes p = gradient_planes(grad.shape(), x);
+    tensor<T, B> dx(x, uninitialized);
+    window_ops<B>::avg_unpool(grad.view(), x[0] * x[1], p, geometry_, dx.view());
+    return dx;
+  }
 };
 
 namespace detail {
@@ -142,10 +151,12 @@ class pool2d_base : public stateless_layer<T, B> {
   explicit pool2d_base(Kernel kernel) : kernel_(std::move(kernel)) {}
 
   // The zero input gradient to add into, once forward has run.
-  tensor<T, B> begin_backward() const {
+  tensor<T, B> begin_backward() const { return tensor<T, B>(backward_input_shape()); }
+  // The shape of forward's input, once forward has run.
+  const shape_t& backward_input_shape() const {
     if (!forwarded_)
       throw std::logic_error(name() + ": backward called without a forward pass before it");
-    return tensor<T, B>(input_shape_);
+    return input_shape_;
   }
 
   Kernel kernel_;
@@ -215,9 +226,7 @@ class avg_pool2d : public detail::pool2d_base<T, B, avg_pool2d_kernel> {
 
   /// Spreads each output gradient evenly over its window.
   tensor_type backward(const tensor_type& grad_output) {
-    tensor_type dx = this->begin_backward();
-    this->kernel_.backward_add(grad_output, dx);
-    return dx;
+    return this->kernel_.backward(grad_output, this->backward_input_shape());
   }
 
   /// A new layer with the same geometry and mode.

@@ -154,7 +154,9 @@ __global__ void avg_pool_kernel(const T* __restrict__ x, index_t count, geometry
   }
 }
 
-template <class T>
+// Each input position's gradient: the sum of the gradients of the windows reading it, scaled,
+// added into dx or (Add false) written, so that dx needs no zeroing first.
+template <class T, bool Add>
 __global__ void avg_unpool_kernel(const T* __restrict__ grad, index_t count, geometry g,
                                   T* __restrict__ dx) {
   const index_t l = g.out_h * g.out_w, hw = g.h * g.w;
@@ -165,7 +167,10 @@ __global__ void avg_unpool_kernel(const T* __restrict__ grad, index_t count, geo
     windows_reading(g, ih, iw, [&](index_t, index_t, index_t oh, index_t ow) {
       sum += grad[plane * l + oh * g.out_w + ow];
     });
-    dx[i] += sum * scale;
+    if constexpr (Add)
+      dx[i] += sum * scale;
+    else
+      dx[i] = T(0) + sum * scale;
   }
 }
 
@@ -259,10 +264,21 @@ struct window_ops<cuda<Policy>> {
   template <class T>
   static void avg_unpool_add(in<T> grad, index_t count, detail::planes p, detail::window2d g,
                              out<T> dx) {
+    unpool<true>(grad, count, p, g, dx);
+  }
+  template <class T>
+  static void avg_unpool(in<T> grad, index_t count, detail::planes p, detail::window2d g,
+                         out<T> dx) {
+    unpool<false>(grad, count, p, g, dx);
+  }
+
+ private:
+  template <bool Add, class T>
+  static void unpool(in<T> grad, index_t count, detail::planes p, detail::window2d g, out<T> dx) {
     using namespace detail::cuda_window;
     detail::check_devices("avg_pool2d backward", grad, dx);
     run<Policy>(dx, {access_of(grad)}, [&](cudaStream_t s, int device) {
-      launch("meld::cuda avg_pool backward kernel", avg_unpool_kernel<T>, dx.size(), device, s,
+      launch("meld::cuda avg_pool backward kernel", avg_unpool_kernel<T, Add>, dx.size(), device, s,
              grad.raw_data(), count, make(p, g), dx.raw_data());
     });
   }
