@@ -164,7 +164,9 @@ BACKEND_TEST_CASE("im2col gathers the windows, rounded to bfloat16 for bfloat16 
         INFO("output width " << out_w << ", stride " << stride << ", padding " << pad);
         const index_t k = 3, w = (out_w - 1) * stride + k - 2 * pad;
         if (w < 1) continue;
-        check_im2col<B>(3, 2, 5, w, {k, stride, pad});
+        const meld::detail::window2d g{k, stride, pad};
+        REQUIRE(g.out_w("im2col", w) == out_w);
+        check_im2col<B>(3, 2, 5, w, g);
       }
 }
 
