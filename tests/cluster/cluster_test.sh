@@ -130,6 +130,15 @@ reap_mpirun() {
   fi
 }
 
+# The PIDs of the program's processes on host $1: those in its network namespace that the kernel
+# names cluster_fault (a process that has ended, a zombie included, is in no namespace).
+program_pids() {
+  local p
+  for p in $(ip netns pids "meld$id-h$1" 2> /dev/null); do
+    [ "$(cat "/proc/$p/comm" 2> /dev/null)" != cluster_fault ] || echo "$p"
+  done
+}
+
 # Where survivors are silent: what their processes are doing (a stack of every thread, with gdb),
 # before the ranks that did report end the job (2x the timeout after their report).
 diagnose() {
@@ -171,8 +180,7 @@ fault_run() {
   t_fault=$(now)
   case $kind in
     kill) mapfile -t pids < <(ip netns pids "$ns") && kill -9 "${pids[@]}" ;; # rank and daemon
-    kill-rank) mapfile -t pids < <(pgrep -f cluster_fault | grep -xF "$(ip netns pids "$ns")") &&
-      kill -9 "${pids[@]}" ;; # the rank only: its daemon stays
+    kill-rank) mapfile -t pids < <(program_pids 1) && kill -9 "${pids[@]}" ;; # its daemon stays
     link) ip link set "$veth" down ;;       # host 1 is cut off the bridge
   esac
   survivors_t="" vanished=""
@@ -184,8 +192,9 @@ fault_run() {
     # reports, or says why it exits), so something else ended it (see inner_fault, kill).
     for ((i = 0; i < hosts; i++)); do
       [ $i -ne 1 ] && ! grep -qE "^rank $i: comm_error" "$log" || continue
-      pgrep -f cluster_fault | grep -qxF "$(ip netns pids "meld$id-h$i")" || vanished+=" $i"
+      [ -n "$(program_pids $i)" ] || vanished+=" $i"
     done
+    echo "--- survivors without a report whose process is gone:${vanished:- none}"
   fi
   # A link down: mpirun cannot reach host 1's daemon to end the job; back up, it can.
   [ "$kind" != link ] || ip link set "$veth" up
