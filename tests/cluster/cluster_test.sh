@@ -199,6 +199,12 @@ fault_run() {
   # A link down: mpirun cannot reach host 1's daemon to end the job; back up, it can.
   [ "$kind" != link ] || ip link set "$veth" up
   reap_mpirun $pid "$patience"
+  # The job's processes that outlive mpirun (survivors of a SIGTERM linger for seconds) go now: the
+  # next run's hosts hold only that run's processes, which the checks above count.
+  for ((i = 0; i < hosts; i++)); do
+    mapfile -t pids < <(program_pids $i)
+    [ ${#pids[@]} -eq 0 ] || kill -9 "${pids[@]}" 2> /dev/null || true
+  done
   echo "--- $kind, mpirun $*: the survivors' reports ${survivors_t:-(none)} s after the fault;"
   echo "    mpirun's end $mpirun_t s after it (exit $mpirun_rc, needed SIGTERM: $mpirun_termed):"
   cat "$log"
@@ -247,7 +253,7 @@ inner_fault() {
           [ -n "$vanished" ] && ! grep -qiE "signal|segmentation|core dumped" "$log" && ompi_ended=1
         fi
         [ "$ompi_ended" -eq 1 ] || break
-        [ "$attempt" -lt 3 ] || fail "Open MPI ended the job itself in 3 runs out of 3"
+        [ "$attempt" -lt 3 ] || fail "Open MPI ended the job or a survivor itself in 3 runs out of 3"
         echo "--- Open MPI ended the job or a survivor (rank${vanished:- none}) before every survivor reported: run again"
         rm -f "$log"
       done
