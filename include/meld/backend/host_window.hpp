@@ -117,9 +117,10 @@ class row_span {
 
   // The elements converted to C: float rounded to bfloat16 16 at a time where the CPU has
   // vcvtneps2bf16 (to nearest, ties to even, as bfloat16(float)), else one by one.
+  // (One branch or the other, not an early return: nvcc warns of a loop it cannot reach.)
   MELD_INLINE void convert(const T* __restrict from, C* __restrict to) const {
+    if constexpr (converts_in_vectors) {
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-    if constexpr (rounds_to_bfloat16) {
       index_t i = 0;
       for (; i + 16 <= n_; i += 16)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + i),
@@ -127,20 +128,23 @@ class row_span {
       if (tail_)
         _mm256_mask_storeu_epi16(
             to + i, tail_, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(tail_, from + i)));
-      return;
-    }
 #endif
-    for (index_t i = 0; i < n_; ++i) to[i] = C(from[i]);
+    } else {
+      for (index_t i = 0; i < n_; ++i) to[i] = C(from[i]);
+    }
   }
 
   static constexpr bool vectorized = std::is_same_v<T, C> && sizeof(T) == 4;
   static constexpr bool rounds_to_bfloat16 =
       std::is_same_v<T, float> && std::is_same_v<C, bfloat16>;
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  static constexpr bool converts_in_vectors = rounds_to_bfloat16;
   static constexpr bool stores_whole_rows = vectorized || rounds_to_bfloat16;
 #elif defined(__AVX512F__)
+  static constexpr bool converts_in_vectors = false;
   static constexpr bool stores_whole_rows = vectorized;
 #else
+  static constexpr bool converts_in_vectors = false;
   static constexpr bool stores_whole_rows = false;
 #endif
 
