@@ -180,7 +180,10 @@ fault_run() {
   t_fault=$(now)
   case $kind in
     kill) mapfile -t pids < <(ip netns pids "$ns") && kill -9 "${pids[@]}" ;; # rank and daemon
-    kill-rank) mapfile -t pids < <(program_pids 1) && kill -9 "${pids[@]}" ;; # its daemon stays
+    kill-rank) # the rank only: its daemon stays
+      mapfile -t pids < <(program_pids 1)
+      [ ${#pids[@]} -gt 0 ] || fail "host 1 runs no cluster_fault process to kill"
+      kill -9 "${pids[@]}" ;;
     link) ip link set "$veth" down ;;       # host 1 is cut off the bridge
   esac
   survivors_t="" vanished=""
