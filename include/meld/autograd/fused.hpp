@@ -257,13 +257,13 @@ class fused_node final : public node<T, B> {
   }
 
   // Where every reached leaf is a variable of the output's shape (no sum over broadcast axes), one
-  // pass writes every gradient (meld::assign_each): g and the inputs are read from memory once,
-  // not once per input. Either every leaf's path is added to its variable's gradient (a leaf's, or
-  // a pending sum; the leaves of one variable one after another into the same destination), or,
-  // where every gradient is an interior result's first and the variables are different, each is
-  // written fresh. (Each form compiles one pass, from the kernels of accumulate()'s assignments.)
-  // Returns false, doing nothing, otherwise: a variable's shape differs from the output's, or
-  // fresh and added gradients mix.
+  // pass writes every path's gradient (meld::assign_each): g and the inputs are read from memory
+  // once, not once per input. Where every gradient is added to (a leaf's, or a pending sum; the
+  // leaves of one variable one after another into the same destination), the pass adds, moving
+  // the least bytes. Otherwise (fresh gradients, alone or among added ones) it writes each interior
+  // result's first gradient in place and every other path into a tensor of its own, added next.
+  // Returns false, doing nothing, where a reached leaf requires no gradient or a variable's shape
+  // differs from the output's.
   template <class V, class G>
   bool backward_in_one_pass(const V& values, const G& g,
                             const std::array<variable_state<T, B>*, leaves>& state) {
@@ -274,26 +274,26 @@ class fused_node final : public node<T, B> {
       return [&]<std::size_t... J>(std::index_sequence<J...>) {
         constexpr std::array<std::size_t, m> at = reached_leaves();
         variable_state<T, B>* const s[] = {state[at[J]]...};
-        std::size_t adding = 0;
-        bool repeated = false;
-        for (std::size_t j = 0; j < m; ++j) {
-          if (!s[j] || !(s[j]->value.shape() == g.shape())) return false;
-          for (std::size_t i = 0; i < j; ++i) repeated = repeated || s[i] == s[j];
-          adding += s[j]->is_leaf() || s[j]->has_pending;
-        }
-        if (adding == 0 && !repeated) {
-          for (variable_state<T, B>* v : s) {
-            v->pending = tensor<T, B>(g.shape(), uninitialized);
-            v->has_pending = true;
-          }
-          assign_each(std::tie(s[J]->pending...), path_gradient<at[J]>(values, g)...);
+        for (variable_state<T, B>* v : s)
+          if (!v || !(v->value.shape() == g.shape())) return false;
+        bool adding = true;
+        for (variable_state<T, B>* v : s) adding = adding && (v->is_leaf() || v->has_pending);
+        if (adding) {
+          tensor<T, B>* const e[] = {&(s[J]->is_leaf() ? s[J]->grad : s[J]->pending)...};
+          assign_each(std::tie(*e[J]...), (*e[J] + path_gradient<at[J]>(values, g))...);
           return true;
         }
-        // Fresh gradients among added ones, or of a variable at several leaves: they would have to
-        // be written with zeros first (a pass more than a loop per input costs for few inputs).
-        if (adding < m) return false;
-        tensor<T, B>* const d[] = {&(s[J]->is_leaf() ? s[J]->grad : s[J]->pending)...};
-        assign_each(std::tie(*d[J]...), (*d[J] + path_gradient<at[J]>(values, g))...);
+        std::array<tensor<T, B>, m> added;
+        std::array<tensor<T, B>*, m> d{};
+        for (std::size_t j = 0; j < m; ++j) {
+          tensor<T, B>& fresh = s[j]->is_leaf() || s[j]->has_pending ? added[j] : s[j]->pending;
+          fresh = tensor<T, B>(g.shape(), uninitialized);
+          s[j]->has_pending = s[j]->has_pending || !s[j]->is_leaf();
+          d[j] = &fresh;
+        }
+        assign_each(std::tie(*d[J]...), path_gradient<at[J]>(values, g)...);
+        for (std::size_t j = 0; j < m; ++j)
+          if (d[j] == &added[j]) add_gradient(*s[j], std::move(added[j]));
         return true;
       }
       (std::make_index_sequence<m>{});

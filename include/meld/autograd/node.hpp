@@ -79,14 +79,14 @@ class node {
 
 namespace detail {
 
-// The sum of e over the axes along which a tensor of shape `to` was broadcast to e's shape (the
-// gradient of a broadcast input). An expression is evaluated into a tensor first: a reduction
-// along a leading axis evaluates its operand one element at a time, without SIMD, and a gradient
-// expression recomputes transcendental functions (the example's GELU bias: 7 % of a training
-// step, where the evaluated tensor costs one pass).
+// The sum of gradient g over the axes along which a tensor of shape `to` was broadcast to g's
+// shape (the gradient of a broadcast input). g is a tensor or a view: accumulate() evaluates an
+// expression first, since a reduction along a leading axis evaluates its operand one element at a
+// time, without SIMD, and a gradient expression recomputes transcendental functions (the
+// example's GELU bias: 7 % of a training step, where the evaluated tensor costs one pass).
 template <class T, class B, class X>
-tensor<T, B> sum_leaf_to_shape(const X& e, const shape_t& to) {
-  const shape_t from = e.shape();
+tensor<T, B> sum_to_shape(const X& g, const shape_t& to) {
+  const shape_t from = g.shape();
   if (from.size() < to.size() || !broadcasts_to(to, from))
     meld::detail::raise<shape_error>("autograd: a gradient of shape ", from,
                                      " does not belong to an input of shape ", to);
@@ -100,21 +100,13 @@ tensor<T, B> sum_leaf_to_shape(const X& e, const shape_t& to) {
   for (int i = 0; i < lead; ++i) steps[n++] = {0, false};
   for (int j = 0; j < to.size(); ++j)
     if (to[j] == 1 && from[lead + j] != 1) steps[n++] = {j, true};
-  if (n == 0) return tensor<T, B>(e);
-  tensor<T, B> acc = meld::sum(e, steps[0].axis, steps[0].keepdims);
+  if (n == 0) return tensor<T, B>(g);
+  tensor<T, B> acc = meld::sum(g, steps[0].axis, steps[0].keepdims);
   for (int i = 1; i < n; ++i) {
     tensor<T, B> next = meld::sum(acc, steps[i].axis, steps[i].keepdims);
     acc = std::move(next);
   }
   return acc;
-}
-
-template <class T, class B, class E>
-tensor<T, B> sum_to_shape(const E& e, const shape_t& to) {
-  if constexpr (is_map_expr<E>)
-    return sum_leaf_to_shape<T, B>(tensor<T, B>(e), to);
-  else
-    return sum_leaf_to_shape<T, B>(e, to);
 }
 
 template <class T, class B>
@@ -131,24 +123,29 @@ void add_gradient(variable_state<T, B>& s, tensor<T, B>&& g) {
 
 }  // namespace detail
 
-/// Adds e (an expression or tensor of the input's shape, or of a shape the input was broadcast
-/// to, which is summed back) to the gradient of s. Nothing happens when s requires no gradient.
+/// Adds e (an expression, view or tensor of the input's shape, or of a shape the input was
+/// broadcast to, which is summed back) to the gradient of s. Nothing happens when s requires no
+/// gradient. An expression is evaluated into a tensor of its own shape, which is then added (or,
+/// for an interior result's first gradient, taken): each gradient expression compiles one
+/// assignment, where writing it into a leaf's or a pending gradient directly compiled a second,
+/// that adds (a fifth to a quarter of each differentiated expression's compile time:
+/// benchmarks/RESULTS.md). The price is a pass over a temporary where an expression's gradient
+/// is added, not taken.
 template <class T, class B, class E>
 void accumulate(variable_state<T, B>& s, E&& e) {
   if (!s.requires_grad) return;
-  using X = std::remove_cvref_t<E>;
-  const shape_t* u = e.uniform_shape();
-  const bool same = u && *u == s.value.shape();
-  if (!same && !(e.shape() == s.value.shape())) {
+  if constexpr (is_map_expr<std::remove_cvref_t<E>>) {
+    accumulate(s, tensor<T, B>(e));
+  } else if (!(e.shape() == s.value.shape())) {
     detail::add_gradient(s, detail::sum_to_shape<T, B>(e, s.value.shape()));
-  } else if constexpr (std::is_same_v<X, tensor<T, B>> && !std::is_lvalue_reference_v<E>) {
-    detail::add_gradient(s, std::move(e));
+  } else if constexpr (std::is_same_v<E, tensor<T, B>>) {
+    detail::add_gradient(s, std::move(e));  // an rvalue: taken where it is the first
   } else if (s.is_leaf()) {
     s.grad += e;
   } else if (s.has_pending) {
     s.pending += e;
   } else {
-    s.pending = e;
+    s.pending = tensor<T, B>(e);
     s.has_pending = true;
   }
 }
