@@ -156,6 +156,26 @@ SYNC_BACKEND_TEST_CASE("a variable used twice gets the sum of its paths", "[auto
       test::random_inputs<B>({{4}, {4}, {4}, {4}}, 63));
 }
 
+// The one pass where fresh and added gradients mix: h's first path written into its pending
+// gradient, its second and the leaf a's through temporaries added next (on every backend: the
+// temporaries are added by queued operations on the asynchronous ones).
+BACKEND_TEST_CASE("one pass writes an interior result's first gradient and adds the others",
+                  "[autograd]") {
+  const auto hx = test::random_tensor<double>({3, 5}, 64),
+             ha = test::random_tensor<double>({3, 5}, 65),
+             hg = test::random_tensor<double>({3, 5}, 66);
+  auto x = test::leaf<B>(hx), a = test::leaf<B>(ha);
+  ag::variable<double, B> h = tanh(x);
+  ag::variable<double, B> y = h * a + h * h;
+  y.backward(meld::to<B>(hg));
+  test::check_elements(a.grad(),
+                       [&](const auto& i) { return test::at(hg, i) * std::tanh(test::at(hx, i)); });
+  test::check_elements(x.grad(), [&](const auto& i) {
+    const double t = std::tanh(test::at(hx, i));
+    return test::at(hg, i) * (test::at(ha, i) + 2 * t) * (1 - t * t);
+  });
+}
+
 BACKEND_TEST_CASE("gradients accumulate across backward calls until zero_grad", "[autograd]") {
   const auto hx = test::random_tensor<double>({5}, 70);
   auto x = test::leaf<B>(hx);
