@@ -127,8 +127,8 @@ void add_gradient(variable_state<T, B>& s, tensor<T, B>&& g) {
 /// broadcast to, which is summed back) to the gradient of s. Nothing happens when s requires no
 /// gradient. An expression is evaluated into a tensor of its own shape, which is then added (or,
 /// for an interior result's first gradient, taken): each gradient expression compiles one
-/// assignment, where writing it into a leaf's or a pending gradient directly compiled a second,
-/// that adds (a fifth to a quarter of each differentiated expression's compile time:
+/// assignment, where writing it into a leaf's or a pending gradient directly would compile a
+/// second, one that adds (a fifth to a quarter of each differentiated expression's compile time:
 /// benchmarks/RESULTS.md). The price is a pass over a temporary where an expression's gradient
 /// is added, not taken.
 template <class T, class B, class E>
